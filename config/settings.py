@@ -1,0 +1,210 @@
+"""rackguard's settings: one pydantic-settings model, four sources.
+
+Invariant: precedence is CLI flags over ``RACKGUARD_*`` environment variables
+over the TOML file named by ``--config`` over the defaults below; a
+``Settings`` object is immutable once built, and every value in it has been
+validated (an invalid one raises :class:`SettingsError` with one line naming
+the setting).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+MAX_PORT = 65535
+
+
+class SettingsError(ValueError):
+    """An invalid setting; the message is one line naming it."""
+
+
+def parse_host_port(value: str) -> tuple[str, int]:
+    host, sep, port = value.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT, got {value!r}")
+    number = int(port)
+    if not 0 < number <= MAX_PORT:
+        raise ValueError(f"port out of range in {value!r}")
+    return host.strip("[]"), number
+
+
+def _split_csv(value: Any) -> Any:
+    if isinstance(value, str):
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    return value
+
+
+class Settings(BaseSettings):
+    """Every setting of rackguard. Field descriptions are the README's table."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="RACKGUARD_", frozen=True, extra="forbid", populate_by_name=True
+    )
+
+    upstream: Annotated[tuple[str, ...], NoDecode] = Field(
+        default=(),
+        description="Bootstrap address(es) of the real Kafka cluster, HOST:PORT[,HOST:PORT...]",
+    )
+    listen_host: str = Field(
+        default="127.0.0.1", description="Address the proxy's listeners bind to"
+    )
+    advertised_host: str | None = Field(
+        default=None,
+        description="Host name clients are told to connect to (default: listen_host)",
+    )
+    bootstrap_port: int = Field(default=9092, ge=1, le=MAX_PORT, description="Bootstrap port")
+    broker_port_base: int = Field(
+        default=9100,
+        ge=1,
+        le=MAX_PORT,
+        description="Broker with node id N is served on port broker_port_base + N",
+    )
+    max_frame_size: int = Field(
+        default=100 * 1024 * 1024,
+        ge=1024,
+        description="Largest Kafka frame accepted from a client or broker, in bytes",
+    )
+    write_high_water: int = Field(
+        default=4 * 1024 * 1024,
+        ge=16 * 1024,
+        description="Buffered bytes toward a peer at which the other side stops being read",
+    )
+    connect_timeout_ms: int = Field(
+        default=10_000, ge=100, description="Timeout for connecting to an upstream broker"
+    )
+    shutdown_timeout_ms: int = Field(
+        default=10_000,
+        ge=0,
+        description="On SIGTERM/SIGINT, how long in-flight requests may take to finish",
+    )
+    metadata_refresh_interval_ms: int = Field(
+        default=2_000,
+        ge=100,
+        description="Interval of the proxy's own Metadata poll of the cluster",
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", description="Log level"
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="Log line format: human-readable text or JSON"
+    )
+
+    @field_validator("upstream", mode="before")
+    @classmethod
+    def _upstream_csv(cls, value: Any) -> Any:
+        return _split_csv(value)
+
+    @field_validator("upstream")
+    @classmethod
+    def _upstream_valid(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for item in value:
+            parse_host_port(item)
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _ports_fit(self) -> Settings:
+        if self.advertised_host is None and self.listen_host in ("0.0.0.0", "::", ""):
+            raise ValueError(
+                "advertised_host: required when listen_host is a wildcard address"
+            )
+        return self
+
+    @property
+    def advertised(self) -> str:
+        return self.advertised_host or self.listen_host
+
+    def upstream_addresses(self) -> list[tuple[str, int]]:
+        return [parse_host_port(item) for item in self.upstream]
+
+    def broker_port(self, node_id: int) -> int:
+        port = self.broker_port_base + node_id
+        if not 0 < port <= MAX_PORT or port == self.bootstrap_port:
+            raise SettingsError(
+                f"broker_port_base: node id {node_id} maps to port {port}, which is unusable"
+            )
+        return port
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        toml_path = _TOML_PATH.get("path")
+        if toml_path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_path))
+        return tuple(sources)
+
+
+# The TOML path is chosen per load; pydantic-settings builds sources from the
+# class, so load_settings passes it through this one-slot holder.
+_TOML_PATH: dict[str, Path | None] = {"path": None}
+
+
+def load_settings(
+    overrides: dict[str, Any] | None = None,
+    config_file: str | Path | None = None,
+    env: dict[str, str] | None = None,
+) -> Settings:
+    """Build Settings from CLI overrides, the environment and an optional TOML file.
+
+    ``env`` replaces ``os.environ`` as the environment source (for tests).
+    """
+    path = Path(config_file) if config_file is not None else None
+    if path is not None and not path.is_file():
+        raise SettingsError(f"config: file {str(path)!r} does not exist")
+    clean = {k: v for k, v in (overrides or {}).items() if v is not None}
+    _TOML_PATH["path"] = path
+    try:
+        if env is not None:
+            return _with_env(env, clean)
+        return Settings(**clean)
+    except ValidationError as exc:
+        raise SettingsError(_one_line(exc)) from None
+    except ValueError as exc:  # TOML syntax errors and the like
+        raise SettingsError(f"config: {exc}") from None
+    finally:
+        _TOML_PATH["path"] = None
+
+
+def _with_env(env: dict[str, str], overrides: dict[str, Any]) -> Settings:
+    import os
+
+    saved = dict(os.environ)
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        return Settings(**overrides)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _one_line(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ()))
+    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    if not loc:  # a model-level check names its setting itself
+        return f"invalid setting {msg}"
+    if err.get("type") == "value_error":
+        return f"invalid setting {loc}: {msg}"
+    return f"invalid setting {loc}: {msg} (got {err.get('input')!r})"

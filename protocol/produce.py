@@ -1,0 +1,68 @@
+"""Produce (api key 0, v3-v13): the one import point for the proxy.
+
+Invariant: sans-IO and zero-copy for record bytes. The request side
+(:mod:`protocol.produce_request`) walks frames into spans and rewrites them by
+slicing; the response side (:mod:`protocol.produce_response`) builds, parses and
+merges responses and rewrites NodeEndpoints. Malformed input raises
+:class:`~protocol.primitives.ProtocolError` only. This module only re-exports.
+"""
+
+from __future__ import annotations
+
+from protocol.produce_request import (
+    BatchInfo,
+    PartitionData,
+    ProduceRequest,
+    Span,
+    TopicData,
+    TopicKey,
+    drop_partitions,
+    iter_batches,
+    producer_info,
+    record_count,
+    walk_produce_request,
+)
+from protocol.produce_response import (
+    EndpointMapper,
+    LeaderIdAndEpoch,
+    NodeEndpoint,
+    PartitionResult,
+    ProduceResponse,
+    RecordError,
+    TopicResult,
+    build_produce_response,
+    encode_produce_response_body,
+    merge_produce_responses,
+    parse_produce_response,
+    produce_response_endpoints,
+    rewrite_produce_response_endpoints,
+    rewrite_produce_response_endpoints_seen,
+)
+
+__all__ = [
+    "BatchInfo",
+    "EndpointMapper",
+    "LeaderIdAndEpoch",
+    "NodeEndpoint",
+    "PartitionData",
+    "PartitionResult",
+    "ProduceRequest",
+    "ProduceResponse",
+    "RecordError",
+    "Span",
+    "TopicData",
+    "TopicKey",
+    "TopicResult",
+    "build_produce_response",
+    "drop_partitions",
+    "encode_produce_response_body",
+    "iter_batches",
+    "merge_produce_responses",
+    "parse_produce_response",
+    "produce_response_endpoints",
+    "producer_info",
+    "record_count",
+    "rewrite_produce_response_endpoints",
+    "rewrite_produce_response_endpoints_seen",
+    "walk_produce_request",
+]

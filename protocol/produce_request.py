@@ -1,0 +1,375 @@
+"""Produce request (v3-v13): a zero-copy walker, record-batch peeks, and a partition dropper.
+
+Invariant: nothing here copies record bytes. :func:`walk_produce_request` returns
+offsets (spans) into the caller's frame, never slices of it; :func:`drop_partitions`
+builds the new frame by joining slices of the original frame, so every byte it
+keeps (header, transactional id, tagged fields, record sets) is the original byte.
+Any malformed input (truncation, negative lengths, trailing garbage, a version
+outside 3-13) raises :class:`~protocol.primitives.ProtocolError` and nothing else.
+All spans are offsets into the frame *including* its 4-byte size prefix.
+
+Layout (Kafka's ProduceRequest.json): transactional_id (nullable string), acks
+(int16), timeout_ms (int32), topics[] { name (string, v3-12) | topic_id (uuid,
+v13+), partitions[] { index (int32), records (nullable records) } }. Flexible
+(compact lengths + tagged fields on every struct) from v9.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Set
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from protocol.headers import RequestHeader
+from protocol.primitives import (
+    Buffer,
+    ProtocolError,
+    encode_array_len,
+    pack_int32,
+    read_uvarint,
+)
+
+PRODUCE_API_KEY = 0
+MIN_PRODUCE_VERSION = 3
+MAX_PRODUCE_VERSION = 13
+FIRST_FLEXIBLE_VERSION = 9
+FIRST_TOPIC_ID_VERSION = 13
+
+TopicKey: TypeAlias = str | bytes
+"""A topic as a Produce request names it: its name (v3-v12) or its 16-byte id (v13+)."""
+
+Span: TypeAlias = tuple[int, int]
+
+_I16 = struct.Struct(">h").unpack_from
+_I32 = struct.Struct(">i").unpack_from
+_II = struct.Struct(">ii").unpack_from
+_BATCH = struct.Struct(">qiibIhiqqqhii")  # v2 record batch header, 61 bytes
+_BATCH_HEADER_SIZE = 61
+_BATCH_LENGTH_OVERHEAD = 12  # base offset + batch length precede the counted bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionData:
+    """One partition entry: its index and where its bytes are in the frame."""
+
+    index: int
+    records: Span | None  # (start, end) of the record set; None for null records
+    span: Span  # the whole partition entry (index .. its tagged fields)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicData:
+    """One topic entry. ``key`` is ``name`` (v3-v12) or ``topic_id`` (v13+)."""
+
+    key: TopicKey
+    name: str | None  # None from v13
+    topic_id: bytes | None  # 16 bytes from v13, else None
+    partitions: tuple[PartitionData, ...]
+    span: Span  # the whole topic entry
+    partitions_span: Span  # the partitions array, from its length to its last entry's end
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceRequest:
+    """What the walker found. Spans refer to the frame that was walked."""
+
+    version: int
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topics: tuple[TopicData, ...]
+    topics_span: Span  # the topics array, from its length to its last entry's end
+
+    @property
+    def partition_count(self) -> int:
+        return sum(len(t.partitions) for t in self.topics)
+
+    def partition_keys(self) -> Iterator[tuple[TopicKey, int]]:
+        """(topic key, partition index) in request order."""
+        for t in self.topics:
+            for p in t.partitions:
+                yield t.key, p.index
+
+
+def _uvarint(buf: Buffer, pos: int) -> tuple[int, int]:
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    return read_uvarint(buf, pos)
+
+
+def _skip_tags(buf: Buffer, pos: int, end: int) -> int:
+    b = buf[pos]
+    if b == 0:
+        return pos + 1
+    count, pos = read_uvarint(buf, pos)
+    for _ in range(count):
+        _tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+        if pos > end:
+            raise ProtocolError("tagged field runs past the end of the frame")
+    return pos
+
+
+def walk_produce_request(frame: Buffer, header: RequestHeader) -> ProduceRequest:
+    """Walk a complete Produce request frame (size prefix included); copy no records."""
+    if header.api_key != PRODUCE_API_KEY:
+        raise ProtocolError(f"not a Produce request (api key {header.api_key})")
+    version = header.api_version
+    if not MIN_PRODUCE_VERSION <= version <= MAX_PRODUCE_VERSION:
+        raise ProtocolError(f"unsupported Produce version {version}")
+    try:
+        return _walk(frame, version, header.body_offset)
+    except (IndexError, struct.error) as exc:
+        raise ProtocolError(f"truncated Produce v{version} request") from exc
+    except UnicodeDecodeError as exc:
+        raise ProtocolError("invalid UTF-8 in Produce request") from exc
+
+
+def _walk(frame: Buffer, version: int, pos: int) -> ProduceRequest:
+    end = len(frame)
+    if _I32(frame, 0)[0] != end - 4:
+        raise ProtocolError("frame size prefix does not match the frame length")
+    flexible = version >= FIRST_FLEXIBLE_VERSION
+    by_id = version >= FIRST_TOPIC_ID_VERSION
+    i16 = _I16
+    i32 = _I32
+    ii = _II
+    new_part = PartitionData
+
+    # transactional id (nullable string)
+    if flexible:
+        n, pos = _uvarint(frame, pos)
+        n -= 1
+    else:
+        n = i16(frame, pos)[0]
+        pos += 2
+    if n < -1:
+        raise ProtocolError("negative transactional id length")
+    if n >= 0:
+        if pos + n > end:
+            raise ProtocolError("truncated transactional id")
+        transactional_id: str | None = bytes(frame[pos : pos + n]).decode("utf-8")
+        pos += n
+    else:
+        transactional_id = None
+    acks = i16(frame, pos)[0]
+    timeout_ms = i32(frame, pos + 2)[0]
+    pos += 6
+
+    topics_start = pos
+    if flexible:
+        n_topics, pos = _uvarint(frame, pos)
+        n_topics -= 1
+    else:
+        n_topics = i32(frame, pos)[0]
+        pos += 4
+    if n_topics < 0 or n_topics > end - pos:
+        raise ProtocolError(f"bad topic count {n_topics}")
+    topics = []
+    for _ in range(n_topics):
+        t_start = pos
+        name: str | None = None
+        topic_id: bytes | None = None
+        key: TopicKey
+        if by_id:
+            if pos + 16 > end:
+                raise ProtocolError("truncated topic id")
+            topic_id = key = bytes(frame[pos : pos + 16])
+            pos += 16
+        else:
+            if flexible:
+                n, pos = _uvarint(frame, pos)
+                n -= 1
+            else:
+                n = i16(frame, pos)[0]
+                pos += 2
+            if n < 0 or pos + n > end:
+                raise ProtocolError(f"bad topic name length {n}")
+            name = key = bytes(frame[pos : pos + n]).decode("utf-8")
+            pos += n
+        p_arr = pos
+        if flexible:
+            n_parts, pos = _uvarint(frame, pos)
+            n_parts -= 1
+        else:
+            n_parts = i32(frame, pos)[0]
+            pos += 4
+        if n_parts < 0 or n_parts > end - pos:
+            raise ProtocolError(f"bad partition count {n_parts}")
+        parts = []
+        append = parts.append
+        for _ in range(n_parts):
+            p_start = pos
+            if flexible:
+                index = i32(frame, pos)[0]
+                b = frame[pos + 4]
+                if b < 0x80:
+                    n = b - 1
+                    pos += 5
+                else:
+                    n, pos = read_uvarint(frame, pos + 4)
+                    n -= 1
+            else:
+                index, n = ii(frame, pos)
+                pos += 8
+            if n >= 0:
+                r_end = pos + n
+                if r_end > end:
+                    raise ProtocolError("record set runs past the end of the frame")
+                records: Span | None = (pos, r_end)
+                pos = r_end
+            elif n == -1:
+                records = None
+            else:
+                raise ProtocolError(f"negative record set length {n}")
+            if flexible:
+                if frame[pos] == 0:
+                    pos += 1
+                else:
+                    pos = _skip_tags(frame, pos, end)
+            append(new_part(index, records, (p_start, pos)))
+        p_end = pos
+        if flexible:
+            pos = _skip_tags(frame, pos, end)
+        topics.append(TopicData(key, name, topic_id, tuple(parts), (t_start, pos), (p_arr, p_end)))
+    topics_end = pos
+    if flexible:
+        pos = _skip_tags(frame, pos, end)
+    if pos != end:
+        raise ProtocolError(f"{end - pos} unexpected bytes after the Produce request body")
+    return ProduceRequest(
+        version, transactional_id, acks, timeout_ms, tuple(topics), (topics_start, topics_end)
+    )
+
+
+def drop_partitions(
+    frame: Buffer,
+    header: RequestHeader,
+    request: ProduceRequest,
+    drop: Set[tuple[TopicKey, int]],
+) -> bytes:
+    """A new frame without the partitions in ``drop``; topics left empty are removed.
+
+    Every kept byte (header, transactional id, acks, timeout, tagged fields, record
+    sets) is copied from ``frame`` by slicing; only the size prefix and the array
+    lengths of the arrays that shrank are re-encoded. ``request`` must be the walk
+    of ``frame``. Dropping everything yields a request with no topics (the caller
+    should not send that one upstream). Keys in ``drop`` not in the request are ignored.
+    """
+    if header.api_version != request.version or header.body_offset > request.topics_span[0]:
+        raise ValueError("request is not the walk of this frame")
+    mv = memoryview(frame)
+    flexible = request.version >= FIRST_FLEXIBLE_VERSION
+    topics_start, topics_end = request.topics_span
+    out: list[Buffer] = [b"", mv[4:topics_start], b""]
+    kept_topics = 0
+    for topic in request.topics:
+        key = topic.key
+        kept = [p for p in topic.partitions if (key, p.index) not in drop]
+        if not kept:
+            continue
+        kept_topics += 1
+        t_start, t_end = topic.span
+        if len(kept) == len(topic.partitions):
+            out.append(mv[t_start:t_end])
+            continue
+        p_arr, p_end = topic.partitions_span
+        out.append(mv[t_start:p_arr])
+        out.append(encode_array_len(len(kept), flexible))
+        for p in kept:
+            out.append(mv[p.span[0] : p.span[1]])
+        out.append(mv[p_end:t_end])
+    out[2] = encode_array_len(kept_topics, flexible)
+    out.append(mv[topics_end:])
+    out[0] = pack_int32(sum(len(b) for b in out))
+    return b"".join(out)
+
+
+# --- record batches (magic v2), read without decompression ------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    """The fixed header of one v2 record batch."""
+
+    base_offset: int
+    size: int  # bytes of the whole batch, header included
+    partition_leader_epoch: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & 0x07
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & 0x10)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & 0x20)
+
+
+def _batch_at(buf: Buffer, pos: int, end: int) -> tuple[tuple[int, ...], int]:
+    if pos + _BATCH_HEADER_SIZE > end:
+        raise ProtocolError(f"truncated record batch header at offset {pos}")
+    fields = _BATCH.unpack_from(buf, pos)
+    length = fields[1]
+    if length < _BATCH_HEADER_SIZE - _BATCH_LENGTH_OVERHEAD:
+        raise ProtocolError(f"record batch length {length} too small at offset {pos}")
+    if fields[3] != 2:
+        raise ProtocolError(f"record batch magic {fields[3]} (Produce v3+ needs magic 2)")
+    if fields[12] < 0:
+        raise ProtocolError(f"negative record count at offset {pos}")
+    nxt = pos + _BATCH_LENGTH_OVERHEAD + length
+    if nxt > end:
+        raise ProtocolError(f"record batch at offset {pos} runs past its record set")
+    return fields, nxt
+
+
+def iter_batches(buf: Buffer, span: Span | None) -> Iterator[BatchInfo]:
+    """Each batch header in a record set (empty for a null or empty set)."""
+    if span is None:
+        return
+    pos, end = span
+    if not 0 <= pos <= end <= len(buf):
+        raise ProtocolError("record set span outside the buffer")
+    while pos < end:
+        f, nxt = _batch_at(buf, pos, end)
+        yield BatchInfo(f[0], nxt - pos, f[2], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12])
+        pos = nxt
+
+
+def record_count(buf: Buffer, span: Span | None) -> int:
+    """Records in a record set: the sum of its batches' record counts."""
+    if span is None:
+        return 0
+    pos, end = span
+    if not 0 <= pos <= end <= len(buf):
+        raise ProtocolError("record set span outside the buffer")
+    total = 0
+    while pos < end:
+        f, pos = _batch_at(buf, pos, end)
+        total += f[12]
+    return total
+
+
+def producer_info(buf: Buffer, span: Span | None) -> tuple[int, int, int] | None:
+    """(producer id, producer epoch, base sequence) of the first batch; None if no batch."""
+    if span is None or span[0] == span[1]:
+        return None
+    pos, end = span
+    if not 0 <= pos <= end <= len(buf):
+        raise ProtocolError("record set span outside the buffer")
+    f, _ = _batch_at(buf, pos, end)
+    return f[9], f[10], f[11]

@@ -1,0 +1,107 @@
+"""Per-connection ordering of responses (sans-IO: no sockets, no event loop).
+
+Kafka answers a connection's requests in the order they were sent, and a
+client matches responses by that order as well as by correlation id. The
+proxy adds responses of its own (rejections, errors) and transforms some
+upstream ones asynchronously, so every request that expects an answer gets a
+slot here, in request order, and bytes leave only from the head.
+
+Invariant: ``drain`` returns filled slots from the head and stops at the first
+unfilled one; upstream responses are matched strictly first-in first-out
+against the slots that wait for upstream, and a correlation id that does not
+match is a protocol error (the connection must be closed).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+from protocol.primitives import ProtocolError
+
+# (response frame, api version) -> new frame bytes, or an awaitable of them
+ResponseTransform = Callable[[memoryview, int], object]
+
+
+class Slot:
+    """One response position. ``data`` is set once the bytes for it are known."""
+
+    __slots__ = ("correlation_id", "api_key", "api_version", "transform", "data", "cancelled")
+
+    def __init__(
+        self,
+        correlation_id: int,
+        api_key: int,
+        api_version: int,
+        transform: ResponseTransform | None = None,
+    ) -> None:
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.api_version = api_version
+        self.transform = transform
+        self.data: bytes | memoryview | None = None
+        self.cancelled = False
+
+    def fill(self, data: bytes | memoryview) -> None:
+        if self.data is not None:
+            raise RuntimeError("slot filled twice")
+        self.data = data
+
+
+class ResponseQueue:
+    __slots__ = ("_slots", "_awaiting_upstream")
+
+    def __init__(self) -> None:
+        self._slots: deque[Slot] = deque()
+        self._awaiting_upstream: deque[Slot] = deque()
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    @property
+    def awaiting_upstream(self) -> int:
+        return len(self._awaiting_upstream)
+
+    def expect_upstream(
+        self,
+        correlation_id: int,
+        api_key: int,
+        api_version: int,
+        transform: ResponseTransform | None = None,
+    ) -> Slot:
+        slot = Slot(correlation_id, api_key, api_version, transform)
+        self._slots.append(slot)
+        self._awaiting_upstream.append(slot)
+        return slot
+
+    def local(self, correlation_id: int, api_key: int, api_version: int, data: bytes) -> Slot:
+        """A response the proxy makes itself, queued behind those in flight."""
+        slot = Slot(correlation_id, api_key, api_version)
+        slot.fill(data)
+        self._slots.append(slot)
+        return slot
+
+    def pending(self, correlation_id: int, api_key: int, api_version: int) -> Slot:
+        """A slot whose bytes will be supplied later (by an asynchronous step)."""
+        slot = Slot(correlation_id, api_key, api_version)
+        self._slots.append(slot)
+        return slot
+
+    def match_upstream(self, correlation_id: int) -> Slot:
+        """The slot an upstream response with this correlation id answers."""
+        if not self._awaiting_upstream:
+            raise ProtocolError(f"unexpected response with correlation id {correlation_id}")
+        slot = self._awaiting_upstream.popleft()
+        if slot.correlation_id != correlation_id:
+            raise ProtocolError(
+                f"response correlation id {correlation_id} does not match the oldest "
+                f"request in flight ({slot.correlation_id})"
+            )
+        return slot
+
+    def drain(self) -> list[bytes | memoryview]:
+        out: list[bytes | memoryview] = []
+        slots = self._slots
+        while slots and slots[0].data is not None:
+            out.append(slots.popleft().data)  # type: ignore[arg-type]
+        return out

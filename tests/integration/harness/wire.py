@@ -1,0 +1,90 @@
+"""A tiny blocking Kafka wire client for probes and raw-response checks.
+
+It uses kafka-python's generated message classes for encoding and decoding
+and returns the raw response bytes alongside, so tests can run byte-level
+checks (see :mod:`leak`) on exactly what a client would receive.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from typing import Any
+
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
+
+
+def wait_for_port(host: str, port: int, timeout: float, proc: Any = None) -> None:
+    """Block until host:port accepts a TCP connection.
+
+    ``proc`` (a Popen) is polled so a crashed server fails fast.
+    """
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before {host}:{port} opened")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError as e:
+            last = e
+            time.sleep(0.05)
+    raise TimeoutError(f"{host}:{port} did not accept within {timeout}s (last error: {last})")
+
+
+class RawKafkaConnection:
+    """One blocking connection; request/response in lock-step."""
+
+    def __init__(self, host: str, port: int, timeout: float = 5.0, client_id: str = "rg-probe"):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.settimeout(timeout)
+        self.client_id = client_id
+        self._cid = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawKafkaConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _recv_exact(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError(f"connection closed after {len(buf)}/{n} bytes")
+            buf += chunk
+        return bytes(buf)
+
+    def send_raw(self, frame: bytes) -> bytes:
+        """Send one size-prefixed request frame, return the response body (no size)."""
+        self.sock.sendall(frame)
+        (size,) = struct.unpack(">i", self._recv_exact(4))
+        return self._recv_exact(size)
+
+    def request(self, req: Any, response_cls: Any, version: int) -> tuple[bytes, Any]:
+        """Send ``req`` at ``version``; return (raw response body, decoded response)."""
+        self._cid += 1
+        req.with_header(correlation_id=self._cid, client_id=self.client_id)
+        raw = self.send_raw(req.encode(version=version, header=True, framed=True))
+        (cid,) = struct.unpack(">i", raw[:4])
+        if cid != self._cid:
+            raise AssertionError(f"correlation id {cid} != {self._cid}")
+        return raw, response_cls.decode(raw, version=version, header=True)
+
+
+def api_versions(host: str, port: int, version: int = 3, timeout: float = 5.0) -> dict:
+    """ApiVersions probe: {api_key: (min, max)} (raises on a non-zero error code)."""
+    with RawKafkaConnection(host, port, timeout=timeout) as conn:
+        req = ApiVersionsRequest(
+            client_software_name="rackguard-it", client_software_version="0", version=version
+        )
+        _, resp = conn.request(req, ApiVersionsResponse, version)
+    if resp.error_code != 0:
+        raise RuntimeError(f"ApiVersions v{version} error_code={resp.error_code}")
+    return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}

@@ -1,0 +1,208 @@
+// Official Java client (kafka-clients) driver for the rackguard integration tests.
+//
+// Usage: java -cp <jars>:<classes> RackguardClient <mode> key=value...
+//   produce  bootstrap= topic= n= [partitions=]        idempotent, acks=all
+//   consume  bootstrap= topic= group= n= [timeout_ms=]  group consumer, commitSync
+//   admin    bootstrap= [topic=] [create=1] [partitions=]  describe cluster, list topics
+// Common: hold=1 prints the result line, then waits for a line on stdin
+// before closing the clients (so a test can inspect live connections).
+// Prints exactly one line starting with "RESULT " followed by JSON.
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.time.Duration;
+import java.util.*;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.*;
+import org.apache.kafka.common.serialization.*;
+
+public class RackguardClient {
+    static Map<String, String> opts = new HashMap<>();
+
+    static String opt(String k, String dflt) {
+        String v = opts.get(k);
+        if (v == null && dflt == null) throw new IllegalArgumentException("missing " + k + "=");
+        return v == null ? dflt : v;
+    }
+
+    static String q(String s) {
+        if (s == null) return "null";
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') b.append('\\').append(c);
+            else if (c < 0x20) b.append(String.format("\\u%04x", (int) c));
+            else b.append(c);
+        }
+        return b.append('"').toString();
+    }
+
+    static String node(Node n) {
+        return "{\"id\":" + n.id() + ",\"host\":" + q(n.host()) + ",\"port\":" + n.port()
+            + ",\"rack\":" + q(n.rack()) + "}";
+    }
+
+    static void emit(String json) throws Exception {
+        System.out.println("RESULT " + json);
+        System.out.flush();
+        if ("1".equals(opts.get("hold"))) {
+            new BufferedReader(new InputStreamReader(System.in)).readLine();
+        }
+    }
+
+    static Properties base() {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", opt("bootstrap", null));
+        p.put("client.id", "rackguard-java");
+        p.put("request.timeout.ms", "10000");
+        p.put("default.api.timeout.ms", "15000");
+        p.put("reconnect.backoff.max.ms", "1000");
+        return p;
+    }
+
+    public static void main(String[] args) throws Exception {
+        String mode = args[0];
+        for (int i = 1; i < args.length; i++) {
+            int eq = args[i].indexOf('=');
+            opts.put(args[i].substring(0, eq), args[i].substring(eq + 1));
+        }
+        switch (mode) {
+            case "produce": produce(); break;
+            case "consume": consume(); break;
+            case "admin": admin(); break;
+            default: throw new IllegalArgumentException("mode " + mode);
+        }
+    }
+
+    static void produce() throws Exception {
+        Properties p = base();
+        p.put("acks", "all");
+        p.put("enable.idempotence", "true");
+        p.put("delivery.timeout.ms", "20000");
+        p.put("max.block.ms", "15000");
+        p.put("linger.ms", "5");
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        String topic = opt("topic", null);
+        int n = Integer.parseInt(opt("n", "10"));
+        AtomicInteger acked = new AtomicInteger();
+        List<String> errors = Collections.synchronizedList(new ArrayList<>());
+        SortedMap<Integer, Long> lastOffset = Collections.synchronizedSortedMap(new TreeMap<>());
+        KafkaProducer<String, String> producer = new KafkaProducer<>(p);
+        try {
+            for (int i = 0; i < n; i++) {
+                producer.send(new ProducerRecord<>(topic, "k" + i, "java-" + i), (md, e) -> {
+                    if (e != null) {
+                        errors.add(e.getClass().getSimpleName() + ": " + e.getMessage());
+                    } else {
+                        acked.incrementAndGet();
+                        lastOffset.merge(md.partition(), md.offset(), Math::max);
+                    }
+                });
+            }
+            producer.flush();
+            StringBuilder offs = new StringBuilder("{");
+            for (Map.Entry<Integer, Long> e : lastOffset.entrySet()) {
+                if (offs.length() > 1) offs.append(',');
+                offs.append('"').append(e.getKey()).append("\":").append(e.getValue());
+            }
+            offs.append('}');
+            StringBuilder errs = new StringBuilder("[");
+            synchronized (errors) {
+                for (String e : errors) {
+                    if (errs.length() > 1) errs.append(',');
+                    errs.append(q(e));
+                }
+            }
+            errs.append(']');
+            emit("{\"mode\":\"produce\",\"sent\":" + n + ",\"acked\":" + acked.get()
+                + ",\"last_offsets\":" + offs + ",\"errors\":" + errs + "}");
+        } finally {
+            producer.close(Duration.ofSeconds(5));
+        }
+    }
+
+    static void consume() throws Exception {
+        Properties p = base();
+        p.put("group.id", opt("group", null));
+        p.put("auto.offset.reset", "earliest");
+        p.put("enable.auto.commit", "false");
+        p.put("session.timeout.ms", "6000");
+        p.put("heartbeat.interval.ms", "1000");
+        p.put("max.poll.interval.ms", "10000");
+        p.put("key.deserializer", StringDeserializer.class.getName());
+        p.put("value.deserializer", StringDeserializer.class.getName());
+        String topic = opt("topic", null);
+        int n = Integer.parseInt(opt("n", "10"));
+        long deadline = System.nanoTime()
+            + TimeUnit.MILLISECONDS.toNanos(Long.parseLong(opt("timeout_ms", "20000")));
+        int count = 0;
+        String firstValue = null;
+        KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p);
+        try {
+            consumer.subscribe(Collections.singletonList(topic));
+            while (count < n && System.nanoTime() < deadline) {
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    if (firstValue == null) firstValue = r.value();
+                    count++;
+                }
+            }
+            consumer.commitSync(Duration.ofSeconds(10));
+            Set<TopicPartition> parts = consumer.assignment();
+            Map<TopicPartition, OffsetAndMetadata> committed =
+                consumer.committed(parts, Duration.ofSeconds(10));
+            long total = 0;
+            for (OffsetAndMetadata om : committed.values()) if (om != null) total += om.offset();
+            emit("{\"mode\":\"consume\",\"consumed\":" + count + ",\"first\":" + q(firstValue)
+                + ",\"committed_total\":" + total + ",\"assigned\":" + parts.size() + "}");
+        } finally {
+            consumer.close(Duration.ofSeconds(5));
+        }
+    }
+
+    static void admin() throws Exception {
+        Properties p = base();
+        try (Admin admin = Admin.create(p)) {
+            String topic = opts.get("topic");
+            if (topic != null && "1".equals(opts.get("create"))) {
+                int parts = Integer.parseInt(opt("partitions", "1"));
+                admin.createTopics(List.of(new NewTopic(topic, parts, (short) 1)))
+                    .all().get(15, TimeUnit.SECONDS);
+            }
+            DescribeClusterResult dc = admin.describeCluster();
+            StringBuilder nodes = new StringBuilder("[");
+            for (Node nd : dc.nodes().get(15, TimeUnit.SECONDS)) {
+                if (nodes.length() > 1) nodes.append(',');
+                nodes.append(node(nd));
+            }
+            nodes.append(']');
+            Node controller = dc.controller().get(15, TimeUnit.SECONDS);
+            String clusterId = dc.clusterId().get(15, TimeUnit.SECONDS);
+            StringBuilder topics = new StringBuilder("[");
+            for (String t : new TreeSet<>(admin.listTopics().names().get(15, TimeUnit.SECONDS))) {
+                if (topics.length() > 1) topics.append(',');
+                topics.append(q(t));
+            }
+            topics.append(']');
+            StringBuilder leaders = new StringBuilder("[");
+            if (topic != null) {
+                TopicDescription td = admin.describeTopics(List.of(topic))
+                    .allTopicNames().get(15, TimeUnit.SECONDS).get(topic);
+                for (TopicPartitionInfo pi : td.partitions()) {
+                    if (leaders.length() > 1) leaders.append(',');
+                    leaders.append("{\"partition\":").append(pi.partition())
+                        .append(",\"leader\":").append(pi.leader() == null ? "null" : node(pi.leader()))
+                        .append('}');
+                }
+            }
+            leaders.append(']');
+            emit("{\"mode\":\"admin\",\"cluster_id\":" + q(clusterId) + ",\"controller\":"
+                + (controller == null ? "null" : node(controller)) + ",\"nodes\":" + nodes
+                + ",\"topics\":" + topics + ",\"leaders\":" + leaders + "}");
+        }
+    }
+}
