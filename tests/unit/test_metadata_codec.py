@@ -225,7 +225,9 @@ def test_golden_v0() -> None:
         brokers=(BrokerAddress(1, "h", 9, None),),
         cluster_id=None,
         controller_id=-1,
-        topics=(TopicMetadata("t", None, 0, False, (PartitionMetadata(0, 0, 1, -1, (1,), (1,), ()),)),),
+        topics=(
+            TopicMetadata("t", None, 0, False, (PartitionMetadata(0, 0, 1, -1, (1,), (1,), ()),)),
+        ),
     )
     assert decode(frame, 0).brokers[0].host == "h"
 

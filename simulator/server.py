@@ -1,0 +1,88 @@
+"""One simulated broker's TCP listener (a TEST DOUBLE, not a Kafka broker).
+
+Invariants: a BrokerServer listens on exactly one 127.0.0.1-style port, kept
+across stop/start (port 0 is resolved once, at the first start). Requests on a
+connection are handled one at a time, in order, so responses come back in
+request order. `stop` closes the listener and every open connection. A bad
+frame closes only its own connection, with one log line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+
+from simulator.core import SimCore
+from simulator.dispatch import dispatch
+from simulator.wire import FrameError, frame_size
+
+log = logging.getLogger(__name__)
+
+
+class BrokerServer:
+    def __init__(self, core: SimCore, node_id: int, host: str, port: int) -> None:
+        self.core = core
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    @property
+    def listening(self) -> bool:
+        return self._server is not None
+
+    async def start(self) -> None:
+        if self._server is not None:
+            return
+        self._server = await asyncio.start_server(
+            self._serve, self.host, self.port, reuse_address=True, family=socket.AF_INET
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        tasks = list(self._connections)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(server.wait_closed(), 2)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if self._server is None:
+            writer.close()
+            return
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        try:
+            while True:
+                size = frame_size(await reader.readexactly(4))
+                frame = await reader.readexactly(size)
+                response = await dispatch(self.core, self.node_id, frame)
+                if response is not None:
+                    writer.write(response)
+                    await writer.drain()
+        except FrameError as exc:
+            log.warning("broker %d: closing connection from %s: %s", self.node_id, peer, exc)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("broker %d: handler failed; closing connection from %s",
+                          self.node_id, peer)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                writer.transport.abort()

@@ -1,0 +1,198 @@
+"""The proxy's data path against a scriptable fake broker (no real client library)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import struct
+
+from protocol.metadata import read_metadata
+from proxy.connection import ClientInfo, Reply
+from proxy.server import ProxyServer
+from tests.component.conftest import RawClient, corr_of, opaque_request
+from tests.unit._produce_oracle import kp_request, make_batch
+from tests.component.fake_broker import (
+    CLOSE,
+    Received,
+    echo_response,
+    metadata_response,
+)
+
+HEARTBEAT = 12
+
+
+def produce_frame(corr: int, acks: int, version: int = 9) -> bytes:
+    return kp_request(version, [("t", [(0, make_batch(1))])], acks=acks, correlation_id=corr)
+
+
+def metric(server: ProxyServer, name: str, labels: dict[str, str]) -> float:
+    value = server.metrics.registry.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+async def test_pipelined_requests_keep_their_order(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    async def slow_echo(req: Received) -> list[bytes]:
+        await asyncio.sleep(random.random() / 500)
+        return [echo_response(req.correlation_id, req.frame[-4:])]
+
+    server, broker = await make_proxy(slow_echo)
+    client = await RawClient.connect(server.bootstrap_port)
+    corrs = random.sample(range(1, 1_000_000), 200)
+    for corr in corrs:
+        client.send(opaque_request(HEARTBEAT, 0, corr, struct.pack(">i", corr)))
+    got = [corr_of(await client.recv()) for _ in corrs]
+    assert got == corrs
+    assert [r.correlation_id for r in broker.received] == corrs
+    client.close()
+
+
+async def test_acks0_produce_expects_no_response(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    def handler(req: Received) -> list[bytes]:
+        if req.api_key == 0:
+            return []  # acks=0: a broker sends nothing
+        return [echo_response(req.correlation_id)]
+
+    server, broker = await make_proxy(handler)
+    client = await RawClient.connect(server.bootstrap_port)
+    client.send(produce_frame(1, acks=0))
+    client.send(opaque_request(HEARTBEAT, 0, 2))
+    client.send(produce_frame(3, acks=0))
+    client.send(opaque_request(HEARTBEAT, 0, 4))
+    assert corr_of(await client.recv()) == 2
+    assert corr_of(await client.recv()) == 4
+    assert [r.correlation_id for r in broker.received] == [1, 2, 3, 4]
+    # the produce bytes reached the broker unchanged
+    assert broker.received[0].frame == produce_frame(1, acks=0)
+
+
+async def test_proxy_made_response_waits_behind_inflight(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    async def slow(req: Received) -> list[bytes]:
+        await asyncio.sleep(0.3)
+        return [echo_response(req.correlation_id, b"upstream")]
+
+    def reject_all(client: ClientInfo, frame: memoryview, key: int, version: int,
+                   corr: int) -> Reply:
+        return Reply(echo_response(corr, b"local"))
+
+    server, broker = await make_proxy(slow, produce_hook=reject_all)
+    client = await RawClient.connect(server.bootstrap_port)
+    client.send(opaque_request(HEARTBEAT, 0, 10))
+    client.send(produce_frame(11, acks=-1))
+    first, second = await client.recv(), await client.recv()
+    assert (corr_of(first), first[8:]) == (10, b"upstream")
+    assert (corr_of(second), second[8:]) == (11, b"local")
+    assert [r.correlation_id for r in broker.received] == [10]
+
+
+async def test_backpressure_stops_reading_the_broker(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    count, size = 1600, 64 * 1024  # 100 MiB: far more than the kernel's socket buffers
+
+    def handler(req: Received) -> list[bytes]:
+        return [echo_response(req.correlation_id, b"x" * size)]
+
+    server, broker = await make_proxy(handler, settings={"write_high_water": 256 * 1024})
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.bootstrap_port)
+    for corr in range(count):
+        writer.write(opaque_request(HEARTBEAT, 0, corr))
+    await asyncio.sleep(1.5)  # the client reads nothing meanwhile
+    # the proxy stopped reading the broker, so the broker could not answer everything
+    assert len(broker.received) < count // 2
+    for corr in range(count):
+        data = await asyncio.wait_for(reader.readexactly(size + 8), 10)
+        assert corr_of(data) == corr
+    writer.close()
+
+
+async def test_backpressure_stops_reading_the_client(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    release = asyncio.Event()
+
+    async def stalled(req: Received) -> list[bytes]:
+        await release.wait()  # the broker stops reading while it sits on a request
+        return [echo_response(req.correlation_id)]
+
+    server, broker = await make_proxy(stalled, settings={"write_high_water": 256 * 1024})
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.bootstrap_port)
+    payload = b"y" * (64 * 1024)
+    count = 400
+    for corr in range(count):
+        writer.write(opaque_request(HEARTBEAT, 0, corr, payload))
+    await asyncio.sleep(1.5)
+    # the proxy stopped reading the client: the client's own buffer keeps most of it
+    assert writer.transport.get_write_buffer_size() > count * len(payload) // 4
+    release.set()
+    for corr in range(count):
+        data = await asyncio.wait_for(reader.readexactly(8), 10)
+        assert corr_of(data) == corr
+    writer.close()
+
+
+async def test_broker_disconnect_closes_the_client(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    server, _ = await make_proxy(lambda req: CLOSE)
+    client = await RawClient.connect(server.bootstrap_port)
+    client.send(opaque_request(HEARTBEAT, 0, 1))
+    assert await client.closed()
+
+
+async def test_bad_input_closes_only_that_connection(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    server, _ = await make_proxy(lambda req: [echo_response(req.correlation_id)])
+    good = await RawClient.connect(server.bootstrap_port)
+    cases = {
+        "bad_frame": struct.pack(">i", -5),
+        "unknown_api_key": opaque_request(9999, 0, 1),
+        "bad_header": struct.pack(">i", 3) + b"abc",
+    }
+    for reason, payload in cases.items():
+        bad = await RawClient.connect(server.bootstrap_port)
+        bad.send(payload)
+        assert await bad.closed(), reason
+        assert metric(server, "rackguard_bad_frames_total",
+                      {"side": "client", "reason": reason}) == 1
+        good.send(opaque_request(HEARTBEAT, 0, 7))
+        assert corr_of(await good.recv()) == 7
+
+
+async def test_oversized_frame_is_refused(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    server, broker = await make_proxy(lambda req: [], settings={"max_frame_size": 4096})
+    bad = await RawClient.connect(server.bootstrap_port)
+    bad.send(struct.pack(">i", 5000) + b"\x00" * 100)
+    assert await bad.closed()
+    assert broker.received == []
+
+
+async def test_metadata_is_rewritten_and_node_listener_opens(make_proxy, port_base) -> None:  # type: ignore[no-untyped-def]
+    holder: dict[str, int] = {}
+
+    def handler(req: Received) -> list[bytes]:
+        if req.api_key == 3:
+            return [metadata_response(req.correlation_id, req.api_version,
+                                      [(7, "127.0.0.1", holder["port"], "rack-a")])]
+        return [echo_response(req.correlation_id)]
+
+    server, broker = await make_proxy(handler)
+    holder["port"] = broker.port
+    client = await RawClient.connect(server.bootstrap_port)
+    client.send(opaque_request(3, 9, 1, b"\x01\x00\x00\x00"))  # v9: null topics, flags, tags
+    frame = await client.recv()
+    snap = read_metadata(frame, 9)
+    assert [(b.node_id, b.host, b.port, b.rack) for b in snap.brokers] == [
+        (7, "127.0.0.1", port_base + 1 + 7, "rack-a")
+    ]
+    assert server.book.get(7) == ("127.0.0.1", broker.port)
+    node = await RawClient.connect(port_base + 1 + 7)  # the listener is already bound
+    node.send(opaque_request(HEARTBEAT, 0, 99))
+    assert corr_of(await node.recv()) == 99
+
+
+async def test_graceful_stop_lets_inflight_finish(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    async def slow(req: Received) -> list[bytes]:
+        await asyncio.sleep(0.3)
+        return [echo_response(req.correlation_id)]
+
+    server, _ = await make_proxy(slow)
+    client = await RawClient.connect(server.bootstrap_port)
+    client.send(opaque_request(HEARTBEAT, 0, 5))
+    await asyncio.sleep(0.05)
+    stopping = asyncio.ensure_future(server.stop(timeout=5))
+    assert corr_of(await client.recv()) == 5
+    await stopping
+    assert await client.closed()
