@@ -158,7 +158,7 @@ def cap_api_versions(
     """
     mv = as_view(frame)
     body = check_frame(mv, API_KEY, version, MAX_VERSION)
-    fmt, array_start, entries, array_end = _parse_any(mv, body, version)
+    fmt, _, entries, array_end = _parse_any(mv, body, version)
     changes: list[tuple[int, int, int, int]] = []
     out_entries: list[Buffer] = []
     kept = 0
@@ -183,5 +183,4 @@ def cap_api_versions(
     parts: list[Buffer] = [mv[4 : body + 2], encode_array_len(kept, compact)]
     parts.extend(out_entries)
     parts.append(mv[array_end:])
-    del array_start
     return finish_frame(parts), changes

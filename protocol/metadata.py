@@ -14,7 +14,10 @@ Invariants:
   are an error) into immutable values: frozen dataclasses for the snapshot,
   brokers and topics, :class:`PartitionMetadata` named tuples (tuples are the
   cheapest immutable record to build, 100,000 of them is the normal case) and
-  tuples of ints for replica sets.
+  tuples of ints for replica sets. Identical replica/ISR/offline arrays (same
+  bytes) are decoded once per response and shared between partitions. For
+  frames of 256 KiB and more the cyclic GC is paused during the decode (the
+  values built are acyclic) and re-enabled afterwards, also on error.
 * Both raise :class:`ProtocolError` for malformed input, never anything else
   (an exception raised by the caller's mapper is propagated unchanged).
 
@@ -196,6 +199,7 @@ def _read(buf: bytes, pos: int, version: int) -> MetadataSnapshot:
         pos += 4
     n, pos = read_array_len(buf, pos, compact)
     topics = []
+    cache: ArrayCache = {}
     for _ in range(n):
         error_code = _I16.unpack_from(buf, pos)[0]
         ns, ne, pos = string_span(buf, pos + 2, compact)
@@ -211,9 +215,9 @@ def _read(buf: bytes, pos: int, version: int) -> MetadataSnapshot:
             is_internal = buf[pos] != 0
             pos += 1
         if compact:
-            partitions, pos = _read_partitions_flex(buf, pos)
+            partitions, pos = _read_partitions_flex(buf, pos, cache)
         else:
-            partitions, pos = _read_partitions_legacy(buf, pos, version)
+            partitions, pos = _read_partitions_legacy(buf, pos, version, cache)
         if version >= 8:
             pos += 4  # topic authorized operations
         if compact:
@@ -236,33 +240,23 @@ def _read(buf: bytes, pos: int, version: int) -> MetadataSnapshot:
     )
 
 
-def _int32_arrays(buf: bytes, pos: int, end: int, count: int, compact: bool) -> tuple:
-    """``count`` consecutive int32 arrays from ``pos`` (ends at ``end``), as tuples."""
-    out = []
-    for _ in range(count):
-        if compact:
-            k, pos = read_uvarint(buf, pos)
-            k -= 1
-        else:
-            k = _I32.unpack_from(buf, pos)[0]
-            pos += 4
-        if k < 0:
-            raise ProtocolError(f"null or negative replica array at offset {pos}")
-        out.append(int32_array_struct(k).unpack_from(buf, pos) if k else _EMPTY)
-        pos += 4 * k
-    if pos != end:
-        raise ProtocolError(f"inconsistent replica arrays at offset {pos}")
-    return tuple(out)
+_SMALL_ARRAYS = [struct.Struct(f">{k}i") for k in range(128)]
+ArrayCache = dict[bytes, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]
+
+
+def _array(k: int) -> struct.Struct:
+    return _SMALL_ARRAYS[k] if k < 128 else int32_array_struct(k)
 
 
 def _read_partitions_legacy(
-    buf: bytes, pos: int, version: int
+    buf: bytes, pos: int, version: int, cache: ArrayCache
 ) -> tuple[tuple[PartitionMetadata, ...], int]:
     """Partitions of a non-flexible (v0-v8) response.
 
     The replica, ISR and offline arrays of a partition are decoded once per
-    distinct byte pattern (``cache``): in a real cluster a few hundred replica
-    assignments cover all partitions, so this saves most tuple allocations.
+    distinct byte pattern (``cache``, shared by all topics of a response): a
+    cluster has far fewer distinct replica assignments than partitions, so
+    this saves most of the decoding and most tuple allocations.
     """
     end = len(buf)
     n = _I32.unpack_from(buf, pos)[0]
@@ -272,12 +266,12 @@ def _read_partitions_legacy(
     i32 = _I32.unpack_from
     tnew = _tuple_new
     cls = PartitionMetadata
-    cache: dict[bytes, tuple] = {}
     get = cache.get
+    empty = _EMPTY
     out: list[PartitionMetadata] = []
     append = out.append
     has_epoch = version >= 7
-    n_arrays = 3 if version >= 5 else 2
+    has_offline = version >= 5
     fixed = _PART_V7 if has_epoch else _PART_V0
     fixed_unpack = fixed.unpack_from
     fixed_size = fixed.size
@@ -287,35 +281,33 @@ def _read_partitions_legacy(
         else:
             err, idx, leader = fixed_unpack(buf, pos)
             epoch = -1
-        pos += fixed_size
-        start = pos
-        k = i32(buf, pos)[0]
-        if k < 0:
-            raise ProtocolError(f"negative replica count at offset {pos}")
-        pos += 4 + 4 * k
-        k = i32(buf, pos)[0]
-        if k < 0:
-            raise ProtocolError(f"negative isr count at offset {pos}")
-        pos += 4 + 4 * k
-        if n_arrays == 3:
-            k = i32(buf, pos)[0]
-            if k < 0:
-                raise ProtocolError(f"negative offline replica count at offset {pos}")
-            pos += 4 + 4 * k
-        if pos > end:
-            raise ProtocolError(f"truncated partition at offset {start}")
+        start = pos + fixed_size
+        k1 = i32(buf, start)[0]
+        p2 = start + 4 + 4 * k1
+        k2 = i32(buf, p2)[0]
+        pos = p2 + 4 + 4 * k2
+        k3 = 0
+        if has_offline:
+            p3 = pos
+            k3 = i32(buf, p3)[0]
+            pos = p3 + 4 + 4 * k3
+        if k1 < 0 or k2 < 0 or k3 < 0 or pos > end:
+            raise ProtocolError(f"bad replica arrays at offset {start}")
         key = buf[start:pos]
         arrays = get(key)
         if arrays is None:
-            arrays = _int32_arrays(buf, start, pos, n_arrays, False)
-            if n_arrays == 2:
-                arrays = (*arrays, _EMPTY)
-            cache[key] = arrays
+            arrays = cache[key] = (
+                _array(k1).unpack_from(buf, start + 4),
+                _array(k2).unpack_from(buf, p2 + 4),
+                _array(k3).unpack_from(buf, p3 + 4) if has_offline else empty,
+            )
         append(tnew(cls, (idx, err, leader, epoch, *arrays)))
     return tuple(out), pos
 
 
-def _read_partitions_flex(buf: bytes, pos: int) -> tuple[tuple[PartitionMetadata, ...], int]:
+def _read_partitions_flex(
+    buf: bytes, pos: int, cache: ArrayCache
+) -> tuple[tuple[PartitionMetadata, ...], int]:
     """Partitions of a flexible (v9+) response (same caching as the legacy reader)."""
     end = len(buf)
     n, pos = read_uvarint(buf, pos)
@@ -324,36 +316,40 @@ def _read_partitions_flex(buf: bytes, pos: int) -> tuple[tuple[PartitionMetadata
         raise ProtocolError(f"bad partition count {n} at offset {pos}")
     tnew = _tuple_new
     cls = PartitionMetadata
-    cache: dict[bytes, tuple] = {}
     get = cache.get
+    small = _SMALL_ARRAYS
     fixed_unpack = _PART_FLEX.unpack_from
     out: list[PartitionMetadata] = []
     append = out.append
     for _ in range(n):
         err, idx, leader, epoch = fixed_unpack(buf, pos)
-        pos += 14
-        start = pos
-        b = buf[pos]
-        if 0 < b < 0x80:
-            pos += 4 * b - 3
-            b = buf[pos]
-            if 0 < b < 0x80:
-                pos += 4 * b - 3
-                b = buf[pos]
-                if 0 < b < 0x80:
-                    pos += 4 * b - 3
-                else:
-                    pos = _skip_compact_array(buf, pos)
-            else:
-                pos = _skip_compact_array(buf, _skip_compact_array(buf, pos))
+        start = pos + 14
+        fast = False
+        # fast path: three arrays of fewer than 127 elements (one-byte lengths)
+        b1 = buf[start]
+        if 0 < b1 < 0x80:
+            p2 = start + 4 * b1 - 3
+            b2 = buf[p2]
+            if 0 < b2 < 0x80:
+                p3 = p2 + 4 * b2 - 3
+                b3 = buf[p3]
+                if 0 < b3 < 0x80:
+                    pos = p3 + 4 * b3 - 3
+                    fast = True
+        if fast:
+            if pos > end:
+                raise ProtocolError(f"truncated partition at offset {start}")
+            key = buf[start:pos]
+            arrays = get(key)
+            if arrays is None:
+                arrays = cache[key] = (
+                    small[b1 - 1].unpack_from(buf, start + 1),
+                    small[b2 - 1].unpack_from(buf, p2 + 1),
+                    small[b3 - 1].unpack_from(buf, p3 + 1),
+                )
         else:
-            pos = _skip_compact_array(buf, _skip_compact_array(buf, _skip_compact_array(buf, pos)))
-        if pos > end:
-            raise ProtocolError(f"truncated partition at offset {start}")
-        key = buf[start:pos]
-        arrays = get(key)
-        if arrays is None:
-            arrays = cache[key] = _int32_arrays(buf, start, pos, 3, True)
+            arrays, pos = _compact_arrays(buf, start)
+            arrays = cache.setdefault(buf[start:pos], arrays)
         if buf[pos]:
             pos = skip_tagged_fields(buf, pos)
         else:
@@ -362,9 +358,18 @@ def _read_partitions_flex(buf: bytes, pos: int) -> tuple[tuple[PartitionMetadata
     return tuple(out), pos
 
 
-def _skip_compact_array(buf: bytes, pos: int) -> int:
-    """Skip a non-null compact int32 array."""
-    k, pos = read_uvarint(buf, pos)
-    if k == 0:
-        raise ProtocolError(f"null replica array at offset {pos}")
-    return pos + 4 * (k - 1)
+def _compact_arrays(
+    buf: bytes, pos: int
+) -> tuple[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]], int]:
+    """Replicas, ISR and offline replicas (compact int32 arrays), the general way."""
+    out = []
+    for _ in range(3):
+        k, pos = read_uvarint(buf, pos)
+        if k == 0:
+            raise ProtocolError(f"null replica array at offset {pos}")
+        k -= 1
+        if pos + 4 * k > len(buf):
+            raise ProtocolError(f"truncated replica array at offset {pos}")
+        out.append(_array(k).unpack_from(buf, pos))
+        pos += 4 * k
+    return (out[0], out[1], out[2]), pos

@@ -3,12 +3,19 @@
 Invariant: sans-IO and zero-copy for record bytes. The request side
 (:mod:`protocol.produce_request`) walks frames into spans and rewrites them by
 slicing; the response side (:mod:`protocol.produce_response`) builds, parses and
-merges responses and rewrites NodeEndpoints. Malformed input raises
-:class:`~protocol.primitives.ProtocolError` only. This module only re-exports.
+merges responses; :mod:`protocol.produce_endpoints` rewrites NodeEndpoints.
+Malformed input raises :class:`~protocol.primitives.ProtocolError` only. This
+module only re-exports.
 """
 
 from __future__ import annotations
 
+from protocol.produce_endpoints import (
+    EndpointMapper,
+    produce_response_endpoints,
+    rewrite_produce_response_endpoints,
+    rewrite_produce_response_endpoints_seen,
+)
 from protocol.produce_request import (
     BatchInfo,
     PartitionData,
@@ -18,12 +25,12 @@ from protocol.produce_request import (
     TopicKey,
     drop_partitions,
     iter_batches,
+    peek_produce_acks,
     producer_info,
     record_count,
     walk_produce_request,
 )
 from protocol.produce_response import (
-    EndpointMapper,
     LeaderIdAndEpoch,
     NodeEndpoint,
     PartitionResult,
@@ -34,9 +41,6 @@ from protocol.produce_response import (
     encode_produce_response_body,
     merge_produce_responses,
     parse_produce_response,
-    produce_response_endpoints,
-    rewrite_produce_response_endpoints,
-    rewrite_produce_response_endpoints_seen,
 )
 
 __all__ = [
@@ -59,6 +63,7 @@ __all__ = [
     "iter_batches",
     "merge_produce_responses",
     "parse_produce_response",
+    "peek_produce_acks",
     "produce_response_endpoints",
     "producer_info",
     "record_count",

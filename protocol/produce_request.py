@@ -308,6 +308,27 @@ def _walk(frame: Buffer, version: int, pos: int) -> ProduceRequest:
     )
 
 
+def peek_produce_acks(frame: Buffer, header: RequestHeader) -> int:
+    """The acks of a Produce v3-v13 request without walking it (skips the transactional id)."""
+    if header.api_key != PRODUCE_API_KEY or not (
+        MIN_PRODUCE_VERSION <= header.api_version <= MAX_PRODUCE_VERSION
+    ):
+        raise ProtocolError("not a Produce v3-v13 request")
+    pos = header.body_offset
+    try:
+        if header.api_version >= FIRST_FLEXIBLE_VERSION:
+            n, pos = _uvarint(frame, pos)
+            n -= 1
+        else:
+            n = _I16(frame, pos)[0]
+            pos += 2
+        if n < -1:
+            raise ProtocolError("negative transactional id length")
+        return int(_I16(frame, pos + max(n, 0))[0])
+    except (IndexError, struct.error) as exc:
+        raise ProtocolError("truncated Produce request") from exc
+
+
 def drop_partitions(
     frame: Buffer,
     header: RequestHeader,

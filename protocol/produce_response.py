@@ -1,14 +1,13 @@
-"""Produce response (v3-v13): build, parse, merge with synthetic errors, rewrite NodeEndpoints.
+"""Produce response (v3-v13): build, parse, and merge with synthetic errors.
 
 Invariant: responses are plain frozen dataclasses; :func:`build_produce_response`
 writes exactly the fields the version has (Kafka's ProduceResponse.json) and
 :func:`parse_produce_response` reads them back, keeping unknown tagged fields so a
 rebuilt response loses nothing a newer broker added. :func:`merge_produce_responses`
-answers partitions in the original request's order. The NodeEndpoints rewriter
-changes only the host/port bytes inside the top-level tagged field 0 (and the
-lengths that enclose them); every other byte of the frame is copied verbatim, and
-it returns ``None`` without building anything when there is nothing to rewrite.
+answers partitions in the original request's order.
 Malformed input raises :class:`~protocol.primitives.ProtocolError` and nothing else.
+NodeEndpoints rewriting lives in :mod:`protocol.produce_endpoints`; the
+``read_*``/``check_*`` helpers here are shared with it.
 
 Layout: responses[] { name (v3-12) | topic_id (v13+), partitions[] { index int32,
 error_code int16, base_offset int64, log_append_time_ms int64, log_start_offset
@@ -21,7 +20,7 @@ rack} (v10+). Flexible (compact, tagged, response header v1) from v9.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from protocol.headers import response_body_offset, response_frame
@@ -52,10 +51,8 @@ FIRST_LEADER_HINT_VERSION = 10  # CurrentLeader / NodeEndpoints tagged fields
 NETWORK_EXCEPTION = 13
 
 Tags = tuple[tuple[int, bytes], ...]
-EndpointMapper = Callable[[int, str, int], tuple[str, int]]
 
 _PART_HEAD = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time_ms
-_I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
 _I64 = struct.Struct(">q").unpack_from
 _LEADER = struct.Struct(">ii")
@@ -153,9 +150,12 @@ def _encode_partition(p: PartitionResult, version: int, flexible: bool, out: lis
                 out.append(b"\x00")
         out.append(encode_string(p.error_message, flexible))
     if flexible:
+        leader = p.current_leader if version >= FIRST_LEADER_HINT_VERSION else None
+        if leader is None and not p.unknown_tags:
+            out.append(b"\x00")
+            return
         tags = list(p.unknown_tags)
-        if version >= FIRST_LEADER_HINT_VERSION and p.current_leader is not None:
-            leader = p.current_leader
+        if leader is not None:
             tags.append((0, _LEADER.pack(leader.leader_id, leader.leader_epoch) + b"\x00"))
         out.append(_encode_tags(tags))
 
@@ -190,7 +190,7 @@ def encode_produce_response_body(
         for p in t.partitions:
             _encode_partition(p, version, flexible, out)
         if flexible:
-            out.append(_encode_tags(t.unknown_tags))
+            out.append(_encode_tags(t.unknown_tags) if t.unknown_tags else b"\x00")
     out.append(pack_int32(throttle_time_ms))
     if flexible:
         tags = list(unknown_tags)
@@ -222,7 +222,7 @@ def build_produce_response(
 # --- parsing ---------------------------------------------------------------------------
 
 
-def _read_tags(buf: Buffer, pos: int, end: int) -> tuple[list[tuple[int, int, int]], int]:
+def read_tag_spans(buf: Buffer, pos: int, end: int) -> tuple[list[tuple[int, int, int]], int]:
     count, pos = read_uvarint(buf, pos)
     fields = []
     for _ in range(count):
@@ -235,7 +235,10 @@ def _read_tags(buf: Buffer, pos: int, end: int) -> tuple[list[tuple[int, int, in
     return fields, pos
 
 
-def _array_len(buf: Buffer, pos: int, flexible: bool, end: int) -> tuple[int, int]:
+def read_checked_array_len(
+    buf: Buffer, pos: int, flexible: bool, end: int
+) -> tuple[int, int]:
+    """A non-null array length that cannot exceed the bytes left before ``end``."""
     if flexible:
         n, pos = read_uvarint(buf, pos)
         n -= 1
@@ -262,17 +265,17 @@ def _read_leader(buf: Buffer, start: int, stop: int) -> LeaderIdAndEpoch:
     if start + 8 > stop:
         raise ProtocolError("truncated CurrentLeader")
     leader_id, epoch = _LEADER.unpack_from(buf, start)
-    _, pos = _read_tags(buf, start + 8, stop)
+    _, pos = read_tag_spans(buf, start + 8, stop)
     if pos != stop:
         raise ProtocolError("CurrentLeader has trailing bytes")
     return LeaderIdAndEpoch(leader_id, epoch)
 
 
-def _read_endpoints(
+def read_endpoint_entries(
     buf: Buffer, start: int, stop: int
 ) -> tuple[list[tuple[NodeEndpoint, int, int]], int]:
     """Endpoints with, for each, the span of its bytes from the rack to its end."""
-    n, pos = _array_len(buf, start, True, stop)
+    n, pos = read_checked_array_len(buf, start, True, stop)
     out = []
     for _ in range(n):
         node_id = _I32(buf, pos)[0]
@@ -284,7 +287,7 @@ def _read_endpoints(
         port = _I32(buf, pos)[0]
         rack_start = pos + 4
         rack, pos = read_string(buf, rack_start, True)
-        _, pos = _read_tags(buf, pos, stop)
+        _, pos = read_tag_spans(buf, pos, stop)
         if pos > stop:
             raise ProtocolError("NodeEndpoint runs past its tagged field")
         out.append((NodeEndpoint(node_id, host, port, rack), rack_start, pos))
@@ -303,7 +306,13 @@ def parse_produce_response(frame: Buffer, version: int) -> ProduceResponse:
         raise ProtocolError(f"truncated Produce v{version} response") from exc
 
 
-def _check_prefix(frame: Buffer) -> int:
+def skip_tag_fields(buf: Buffer, pos: int, end: int) -> int:
+    if buf[pos] == 0:
+        return pos + 1
+    return read_tag_spans(buf, pos, end)[1]
+
+
+def check_size_prefix(frame: Buffer) -> int:
     end = len(frame)
     if end < 4 or _I32(frame, 0)[0] != end - 4:
         raise ProtocolError("frame size prefix does not match the frame length")
@@ -311,15 +320,15 @@ def _check_prefix(frame: Buffer) -> int:
 
 
 def _parse(frame: Buffer, version: int) -> ProduceResponse:
-    end = _check_prefix(frame)
+    end = check_size_prefix(frame)
     pos = response_body_offset(frame, PRODUCE_API_KEY, version)
     flexible = version >= FIRST_FLEXIBLE_VERSION
     hints = version >= FIRST_LEADER_HINT_VERSION
-    n_topics, pos = _array_len(frame, pos, flexible, end)
+    n_topics, pos = read_checked_array_len(frame, pos, flexible, end)
     topics = []
     for _ in range(n_topics):
         key, pos = _read_key(frame, pos, version, flexible)
-        n_parts, pos = _array_len(frame, pos, flexible, end)
+        n_parts, pos = read_checked_array_len(frame, pos, flexible, end)
         parts = []
         for _ in range(n_parts):
             if pos + 22 > end:
@@ -333,20 +342,22 @@ def _parse(frame: Buffer, version: int) -> ProduceResponse:
             record_errors: tuple[RecordError, ...] = ()
             error_message = None
             if version >= FIRST_RECORD_ERRORS_VERSION:
-                n_err, pos = _array_len(frame, pos, flexible, end)
+                n_err, pos = read_checked_array_len(frame, pos, flexible, end)
                 errs = []
                 for _ in range(n_err):
                     batch_index = _I32(frame, pos)[0]
                     message, pos = read_string(frame, pos + 4, flexible)
                     if flexible:
-                        _, pos = _read_tags(frame, pos, end)
+                        pos = skip_tag_fields(frame, pos, end)
                     errs.append(RecordError(batch_index, message))
                 record_errors = tuple(errs)
                 error_message, pos = read_string(frame, pos, flexible)
             leader = None
             unknown: list[tuple[int, bytes]] = []
-            if flexible:
-                fields, pos = _read_tags(frame, pos, end)
+            if flexible and frame[pos] == 0:
+                pos += 1
+            elif flexible:
+                fields, pos = read_tag_spans(frame, pos, end)
                 for tag, start, stop in fields:
                     if tag == 0 and hints:
                         leader = _read_leader(frame, start, stop)
@@ -359,8 +370,10 @@ def _parse(frame: Buffer, version: int) -> ProduceResponse:
                 )
             )
         t_unknown: Tags = ()
-        if flexible:
-            fields, pos = _read_tags(frame, pos, end)
+        if flexible and frame[pos] == 0:
+            pos += 1
+        elif flexible:
+            fields, pos = read_tag_spans(frame, pos, end)
             t_unknown = tuple((tag, bytes(frame[a:b])) for tag, a, b in fields)
         topics.append(TopicResult(key, tuple(parts), t_unknown))
     throttle = _I32(frame, pos)[0]
@@ -368,10 +381,10 @@ def _parse(frame: Buffer, version: int) -> ProduceResponse:
     endpoints: tuple[NodeEndpoint, ...] = ()
     top_unknown: list[tuple[int, bytes]] = []
     if flexible:
-        fields, pos = _read_tags(frame, pos, end)
+        fields, pos = read_tag_spans(frame, pos, end)
         for tag, start, stop in fields:
             if tag == 0 and hints:
-                endpoints = tuple(e for e, _, _ in _read_endpoints(frame, start, stop)[0])
+                endpoints = tuple(e for e, _, _ in read_endpoint_entries(frame, start, stop)[0])
             else:
                 top_unknown.append((tag, bytes(frame[start:stop])))
     if pos != end:
@@ -433,117 +446,3 @@ def merge_produce_responses(
         upstream.node_endpoints,
         upstream.unknown_tags,
     )
-
-
-# --- NodeEndpoints ---------------------------------------------------------------------
-
-
-def _skip_string(buf: Buffer, pos: int, flexible: bool, end: int) -> int:
-    if flexible:
-        n, pos = read_uvarint(buf, pos)
-        n -= 1
-    else:
-        n = _I16(buf, pos)[0]
-        pos += 2
-    if n > 0:
-        pos += n
-        if pos > end:
-            raise ProtocolError("string runs past the end of the frame")
-    return pos
-
-
-def _skip_tags(buf: Buffer, pos: int, end: int) -> int:
-    if buf[pos] == 0:
-        return pos + 1
-    return _read_tags(buf, pos, end)[1]
-
-
-def _find_endpoints_tag(frame: Buffer, version: int) -> tuple[int, int, int] | None:
-    """(offset of the tag's size varint, payload start, payload end) of NodeEndpoints."""
-    end = _check_prefix(frame)
-    pos = response_body_offset(frame, PRODUCE_API_KEY, version)
-    by_id = version >= FIRST_TOPIC_ID_VERSION
-    n_topics, pos = _array_len(frame, pos, True, end)
-    for _ in range(n_topics):
-        pos = pos + 16 if by_id else _skip_string(frame, pos, True, end)
-        n_parts, pos = _array_len(frame, pos, True, end)
-        for _ in range(n_parts):
-            pos += 30  # index, error code, base offset, append time, log start offset
-            n_err, pos = _array_len(frame, pos, True, end)
-            for _ in range(n_err):
-                pos = _skip_string(frame, pos + 4, True, end)
-                pos = _skip_tags(frame, pos, end)
-            pos = _skip_string(frame, pos, True, end)
-            pos = _skip_tags(frame, pos, end)
-        pos = _skip_tags(frame, pos, end)
-    pos += 4  # throttle time
-    found = None
-    count, pos = read_uvarint(frame, pos)
-    for _ in range(count):
-        tag, pos = read_uvarint(frame, pos)
-        size_at = pos
-        size, pos = read_uvarint(frame, pos)
-        if pos + size > end:
-            raise ProtocolError("tagged field runs past the end of the frame")
-        if tag == 0:
-            found = (size_at, pos, pos + size)
-        pos += size
-    if pos != end:
-        raise ProtocolError(f"{end - pos} unexpected bytes after the Produce response body")
-    return found
-
-
-def _scan_endpoints(
-    frame: Buffer, version: int
-) -> tuple[tuple[int, int, int], list[tuple[NodeEndpoint, int, int]]] | None:
-    if not MIN_PRODUCE_VERSION <= version <= MAX_PRODUCE_VERSION:
-        raise ProtocolError(f"unsupported Produce version {version}")
-    if version < FIRST_LEADER_HINT_VERSION:
-        return None
-    try:
-        found = _find_endpoints_tag(frame, version)
-        if found is None:
-            return None
-        return found, _read_endpoints(frame, found[1], found[2])[0]
-    except (IndexError, struct.error) as exc:
-        raise ProtocolError(f"truncated Produce v{version} response") from exc
-
-
-def rewrite_produce_response_endpoints_seen(
-    frame: Buffer, version: int, mapper: EndpointMapper
-) -> tuple[bytes | None, tuple[NodeEndpoint, ...]]:
-    """Like :func:`rewrite_produce_response_endpoints`, also returning the endpoints
-    as the broker sent them (before mapping), so the caller can learn addresses."""
-    scanned = _scan_endpoints(frame, version)
-    if scanned is None:
-        return None, ()
-    (size_at, start, stop), entries = scanned
-    mv = memoryview(frame)
-    n_len_end = read_uvarint(frame, start)[1]
-    payload: list[Buffer] = [mv[start:n_len_end]]
-    for e, rack_start, entry_end in entries:
-        host, port = mapper(e.node_id, e.host, e.port)
-        payload += (
-            pack_int32(e.node_id),
-            encode_string(host, True),
-            pack_int32(port),
-            mv[rack_start:entry_end],
-        )
-    body = b"".join(payload)
-    out: list[Buffer] = [mv[4:size_at], encode_uvarint(len(body)), body, mv[stop:]]
-    size = sum(len(b) for b in out)
-    return pack_int32(size) + b"".join(out), tuple(e for e, _, _ in entries)
-
-
-def rewrite_produce_response_endpoints(
-    frame: Buffer, version: int, mapper: EndpointMapper
-) -> bytes | None:
-    """A copy of the frame with every NodeEndpoint's host/port replaced by
-    ``mapper(node_id, host, port)``; ``None`` if the response has no NodeEndpoints."""
-    return rewrite_produce_response_endpoints_seen(frame, version, mapper)[0]
-
-
-def produce_response_endpoints(frame: Buffer, version: int) -> tuple[NodeEndpoint, ...]:
-    """The NodeEndpoints a response carries (empty before v10 or when absent)."""
-    scanned = _scan_endpoints(frame, version)
-    return () if scanned is None else tuple(e for e, _, _ in scanned[1])

@@ -22,10 +22,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from protocol.addresses import BrokerAddress
 from protocol.api_versions import PROXY_VERSION_CAPS, cap_api_versions
 from protocol.apis import API_NAMES, ApiKey, api_name
-from protocol.describe_cluster import rewrite_describe_cluster
+from protocol.describe_cluster import describe_cluster_endpoint_type, rewrite_describe_cluster
 from protocol.find_coordinator import rewrite_find_coordinator
 from protocol.metadata import rewrite_metadata_brokers
-from protocol.produce_response import rewrite_produce_response_endpoints_seen
+from protocol.produce import rewrite_produce_response_endpoints_seen
 from proxy.metrics import ProxyMetrics
 from proxy.response_queue import ResponseTransform
 
@@ -122,6 +122,10 @@ class AddressRewriter:
 
     def describe_cluster(self, frame: memoryview, version: int) -> bytes | Awaitable[bytes]:
         data, brokers = rewrite_describe_cluster(frame, version, self.map_address)
+        if describe_cluster_endpoint_type(frame, version) != 1:
+            # controllers, not brokers: their ids are not broker ids, so nothing is learned;
+            # the addresses are still replaced so that none leaks
+            return data
         return self._release(ApiKey.DESCRIBE_CLUSTER, data, brokers)
 
     def produce(self, frame: memoryview, version: int) -> bytes | memoryview | Awaitable[bytes]:

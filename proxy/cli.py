@@ -25,24 +25,53 @@ def _version() -> str:
         return "0+unknown"
 
 
-# flag, settings field, type, help
-SERVE_FLAGS: list[tuple[str, str, Callable[[str], Any], str]] = [
-    ("--upstream", "upstream", str,
-     "bootstrap address(es) of the Kafka cluster: HOST:PORT[,HOST:PORT...]"),
-    ("--listen", "listen_host", str, "address to listen on (default 127.0.0.1)"),
-    ("--advertised-host", "advertised_host", str,
-     "host name given to clients in metadata (default: the listen address)"),
-    ("--bootstrap-port", "bootstrap_port", int, "bootstrap port (default 9092)"),
-    ("--broker-port-base", "broker_port_base", int,
-     "broker N is served on port BASE+N (default 9100)"),
-    ("--max-frame-size", "max_frame_size", int, "largest accepted frame in bytes"),
-    ("--metadata-refresh-interval-ms", "metadata_refresh_interval_ms", int,
-     "interval of the proxy's own metadata poll"),
-    ("--shutdown-timeout-ms", "shutdown_timeout_ms", int,
-     "time in-flight requests get to finish on SIGTERM/SIGINT"),
-    ("--log-level", "log_level", str, "DEBUG, INFO, WARNING or ERROR"),
-    ("--log-format", "log_format", str, "text (default) or json"),
-]
+def _flag(kind: Callable[[str], Any], metavar: str, text: str) -> dict[str, Any]:
+    return {"type": kind, "metavar": metavar, "help": text}
+
+
+def _switch(text: str) -> dict[str, Any]:
+    return {"action": "store_const", "const": True, "help": text}
+
+
+def _pairs(metavar: str, text: str) -> dict[str, Any]:
+    return {"action": "append", "metavar": metavar, "help": text + " (repeatable)"}
+
+
+# flag -> (settings field, argparse options). Absent flags stay None.
+SERVE_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
+    "--upstream": ("upstream", _flag(
+        str, "HOST:PORT[,...]", "bootstrap address(es) of the Kafka cluster")),
+    "--listen": ("listen_host", _flag(str, "HOST", "address to listen on (default 127.0.0.1)")),
+    "--advertised-host": ("advertised_host", _flag(
+        str, "HOST", "host name given to clients in metadata (default: the listen address)")),
+    "--bootstrap-port": ("bootstrap_port", _flag(int, "PORT", "bootstrap port (default 9092)")),
+    "--broker-port-base": ("broker_port_base", _flag(
+        int, "BASE", "broker with node id N is served on port BASE+N (default 9100)")),
+    "--min-insync-racks": ("min_insync_racks", _flag(
+        int, "N", "racks the ISR of an acks=all produce must span (default 1: off)")),
+    "--topic-min-insync-racks": ("topic_min_insync_racks", _pairs(
+        "NAME=N", "min.insync.racks for one topic")),
+    "--topic-prefix-min-insync-racks": ("topic_prefix_min_insync_racks", _pairs(
+        "PREFIX=N", "min.insync.racks for topics whose name starts with PREFIX")),
+    "--error-mode": ("error_mode", _flag(
+        str, "MODE", "compat (default: NOT_ENOUGH_REPLICAS + message) or dedicated")),
+    "--not-enough-racks-code": ("not_enough_racks_code", _flag(
+        int, "CODE", "error code for NOT_ENOUGH_RACKS in dedicated mode (default 1290)")),
+    "--observe": ("observe", _switch("decide and record, but forward everything")),
+    "--max-metadata-age-ms": ("max_metadata_age_ms", _flag(
+        int, "MS", "metadata older than this fails acks=all closed (default 10000)")),
+    "--fail-open": ("fail_open", _switch("forward instead of rejecting on stale metadata")),
+    "--broker-rack": ("broker_racks", _pairs("ID=RACK", "rack of a broker that reports none")),
+    "--broker-racks-override": ("broker_racks_override", _switch(
+        "let --broker-rack replace racks the brokers report")),
+    "--metadata-refresh-interval-ms": ("metadata_refresh_interval_ms", _flag(
+        int, "MS", "interval of the proxy's own metadata poll (default 2000)")),
+    "--max-frame-size": ("max_frame_size", _flag(int, "BYTES", "largest accepted frame")),
+    "--shutdown-timeout-ms": ("shutdown_timeout_ms", _flag(
+        int, "MS", "time in-flight requests get to finish on SIGTERM/SIGINT")),
+    "--log-level": ("log_level", _flag(str, "LEVEL", "DEBUG, INFO, WARNING or ERROR")),
+    "--log-format": ("log_format", _flag(str, "FORMAT", "text (default) or json")),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,14 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(RACKGUARD_<NAME>) or a TOML file (--config); flags win over both.",
     )
     serve.add_argument("--config", metavar="FILE", help="TOML file with settings")
-    for flag, field, kind, text in SERVE_FLAGS:
-        serve.add_argument(flag, dest=field, type=kind, default=None, help=text,
-                           metavar=field.upper())
+    for flag, (field, options) in SERVE_FLAGS.items():
+        serve.add_argument(flag, dest=field, default=None, **options)
     return parser
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    overrides = {field: getattr(args, field, None) for _, field, _, _ in SERVE_FLAGS}
+    overrides = {field: getattr(args, field, None) for field, _ in SERVE_FLAGS.values()}
     return load_settings(overrides, config_file=args.config)
 
 
@@ -81,12 +109,15 @@ def run_loop(main: Coroutine[Any, Any, int]) -> int:
         return runner.run(main)
 
 
-async def _serve(settings: Settings) -> int:
-    from proxy.server import ProxyServer
+async def _serve(settings: Settings, load: Callable[[], Settings]) -> int:
+    from proxy.app import Rackguard, StartupError
 
-    server = ProxyServer(settings)
+    app = Rackguard(settings)
     try:
-        await server.run_until_signalled()
+        await app.run_until_signalled(load)
+    except StartupError as exc:
+        print(f"rackguard: refusing to start: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"rackguard: cannot listen: {exc}", file=sys.stderr)
         return 1
@@ -110,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         configure_logging(settings.log_level, settings.log_format)
-        return run_loop(_serve(settings))
+        return run_loop(_serve(settings, lambda: settings_from_args(args)))
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -25,7 +25,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 
 from protocol.apis import API_NAMES
 from protocol.framing import FrameSplitter
@@ -121,10 +121,10 @@ class ClientConnection(asyncio.Protocol):
 
     # ----- lifecycle
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]  # uvloop's is duck-typed
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's is duck-typed
         peer = transport.get_extra_info("peername")
         self.info = ClientInfo(f"{peer[0]}:{peer[1]}" if peer else "?", self.listener)
-        transport.set_write_buffer_limits(high=self._limits.high_water)
+        self._transport.set_write_buffer_limits(high=self._limits.high_water)
         self._pause_client("connecting")
         self._spawn(self._open_upstream())
 

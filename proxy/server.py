@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from config.settings import Settings
 from protocol.apis import ApiKey
@@ -78,12 +77,19 @@ class ProxyServer:
             self.metrics,
             metadata_observers,
         )
-        self._produce_transform = self.rewriter.transforms()[ApiKey.PRODUCE]
+        self.produce_transform = self.rewriter.transforms()[ApiKey.PRODUCE]
         self._hooks = Hooks(
             request_hooks={ApiKey.PRODUCE: produce_hook or self.forward_produce},
             response_rewriters=self.rewriter.transforms(),
         )
         self._stopping = False
+
+    def set_produce_hook(self, hook: RequestHook) -> None:
+        """Install the Produce hook (before ``start``: connections keep the hooks they got)."""
+        self._hooks = Hooks(
+            request_hooks={**self._hooks.request_hooks, ApiKey.PRODUCE: hook},
+            response_rewriters=self._hooks.response_rewriters,
+        )
 
     # ----- hooks
     def forward_produce(
@@ -91,7 +97,7 @@ class ProxyServer:
     ) -> Action:
         """Produce with no policy: forward as is; acks=0 expects no response."""
         acks = produce_acks(frame)
-        return Forward(frame, acks != 0, self._produce_transform)
+        return Forward(frame, acks != 0, self.produce_transform)
 
     # ----- listeners
     @property
@@ -189,8 +195,8 @@ class ProxyServer:
                     ),
                     timeout,
                 )
-                return transport  # type: ignore[return-value]
-            except (OSError, asyncio.TimeoutError) as exc:
+                return transport
+            except (TimeoutError, OSError) as exc:
                 errors.append(f"{host}:{port}: {exc or 'timeout'}")
         raise ConnectionError("; ".join(errors))
 
@@ -219,17 +225,3 @@ class ProxyServer:
         for server in self._servers.values():
             await server.wait_closed()
         log.info("stopped")
-
-    async def run_until_signalled(self, ready: Callable[[], Awaitable[None]] | None = None
-                                  ) -> None:
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await self.start()
-        if ready is not None:
-            await ready()
-        await stop.wait()
-        log.info("signal received: stopping (up to %.1f s for in-flight requests)",
-                 self.settings.shutdown_timeout_ms / 1000)
-        await self.stop()

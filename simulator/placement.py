@@ -66,8 +66,8 @@ def assign_replicas(
         while len(chosen) < replication_factor:
             best: int | None = None
             best_load = 0
-            for k in range(1, n):
-                cand = ordered[(first + shift + k) % n]
+            for k in range(n):
+                cand = ordered[(first + 1 + shift + k) % n]
                 if cand in chosen:
                     continue
                 load = per_rack.get(racks[cand], 0)

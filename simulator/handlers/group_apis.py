@@ -211,7 +211,7 @@ async def describe_groups(ctx: Ctx, req: Any) -> Any:
                 protocol_type=(group.protocol_type or "") if group else "",
                 protocol_data=(group.protocol_name or "") if group else "",
                 members=members,
-                authorized_operations=-2147483648,
+                authorized_operations=None,
             )
         )
     return DescribeGroupsResponse(throttle_time_ms=0, groups=out)

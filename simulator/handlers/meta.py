@@ -60,14 +60,14 @@ def _topic_metadata(ctx: Ctx, topic: Topic) -> Any:
         topic_id=topic.topic_id,
         is_internal=False,
         partitions=parts,
-        authorized_operations=-2147483648,
+        authorized_operations=None,
     )
 
 
 def _missing(name: str | None, topic_id: uuid.UUID, code: int) -> Any:
     return _MT(
         error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[],
-        authorized_operations=-2147483648,
+        authorized_operations=None,
     )
 
 
@@ -111,7 +111,7 @@ async def metadata(ctx: Ctx, req: Any) -> Any:
         cluster_id=ctx.core.config.cluster_id,
         controller_id=-1 if controller is None else controller,
         topics=topics,
-        authorized_operations=-2147483648,
+        authorized_operations=None,
         error_code=errors.NONE,
     )
 
@@ -155,5 +155,5 @@ async def describe_cluster(ctx: Ctx, req: Any) -> Any:
         cluster_id=ctx.core.config.cluster_id,
         controller_id=-1 if controller is None else controller,
         brokers=brokers,
-        authorized_operations=-2147483648,
+        authorized_operations=None,
     )

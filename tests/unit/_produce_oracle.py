@@ -47,6 +47,13 @@ def tid(n: int) -> bytes:
     return uuid.UUID(int=n).bytes
 
 
+def _key_kwargs(key: TopicKey, version: int) -> dict[str, Any]:
+    if version >= 13:
+        assert isinstance(key, bytes)
+        return {"topic_id": uuid.UUID(bytes=key)}
+    return {"name": key}
+
+
 def kp_request(
     version: int,
     topics: Sequence[TopicSpec],
@@ -63,9 +70,7 @@ def kp_request(
     pcls = tcls.PartitionProduceData
     topic_data = []
     for key, parts in topics:
-        kw: dict[str, Any] = (
-            {"topic_id": uuid.UUID(bytes=key)} if version >= 13 else {"name": key}
-        )
+        kw = _key_kwargs(key, version)
         topic_data.append(
             tcls(partition_data=[pcls(index=i, records=r) for i, r in parts], **kw)
         )
@@ -76,6 +81,13 @@ def kp_request(
     return bytes(req.encode(header=True, framed=True))
 
 
+def kp_topic_key(t: Any, version: int) -> TopicKey:
+    """A decoded topic's key; kafka-python decodes the all-zero topic id as None."""
+    if version < 13:
+        return str(t.name)
+    return bytes(16) if t.topic_id is None else bytes(t.topic_id.bytes)
+
+
 def kp_decode_request(frame: bytes, version: int) -> Any:
     return KPRequest.decode(frame, version=version, header=True, framed=True)
 
@@ -83,7 +95,7 @@ def kp_decode_request(frame: bytes, version: int) -> Any:
 def kp_request_topics(decoded: Any, version: int) -> list[TopicSpec]:
     out: list[TopicSpec] = []
     for t in decoded.topic_data:
-        key: TopicKey = t.topic_id.bytes if version >= 13 else t.name
+        key = kp_topic_key(t, version)
         out.append(
             (key, [(p.index, None if p.records is None else bytes(p.records))
                    for p in t.partition_data])
@@ -105,9 +117,7 @@ def kp_response(
     pcls = tcls.PartitionProduceResponse
     responses = []
     for key, parts in topics:
-        kw: dict[str, Any] = (
-            {"topic_id": uuid.UUID(bytes=key)} if version >= 13 else {"name": key}
-        )
+        kw = _key_kwargs(key, version)
         prs = []
         for p in parts:
             p = dict(p)

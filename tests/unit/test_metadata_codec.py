@@ -316,3 +316,58 @@ def test_roundtrip_random(spec: Spec, version: int, corr: int) -> None:
     assert [(b.host, b.port) for b in snap.brokers] == [
         mapper(n, h, p) for n, h, p, _ in spec.brokers
     ]
+
+
+@pytest.mark.parametrize("version", [4, 8, 9, 12])
+def test_long_replica_lists_take_the_general_path(version: int) -> None:
+    many = list(range(300))
+    spec = sample_spec()
+    spec.topics = [
+        (0, "wide", uuid.uuid4().bytes, False, [
+            (0, 0, 1, 1, many[:130], many[:127], many[:126]),
+            (0, 1, 1, 1, many, [5], many[:200]),
+            (0, 2, 1, 1, many[:130], many[:127], many[:126]),  # same arrays again (cached)
+        ], None)
+    ]
+    frame = encode(spec, version)
+    snap = read_metadata(frame, version)
+    assert snap == expected_snapshot(spec, version)
+    parts = snap.topics[0].partitions
+    assert parts[0].replicas is parts[2].replicas  # decoded once per distinct pattern
+
+
+def test_partition_tagged_fields_are_skipped() -> None:
+    partition = (
+        b"\x00\x00" + b"\x00\x00\x00\x03" + b"\x00\x00\x00\x01" + b"\x00\x00\x00\x02"
+        + b"\x02\x00\x00\x00\x01" + b"\x02\x00\x00\x00\x01" + b"\x01"
+        + b"\x01\x09\x03abc"  # one unknown tagged field
+    )
+    body = (
+        b"\x00\x00\x00\x01\x00"  # header
+        + b"\x00\x00\x00\x00" + b"\x01"  # throttle, no brokers
+        + b"\x00" + b"\x00\x00\x00\x01"  # null cluster id, controller 1
+        + b"\x02" + b"\x00\x00" + b"\x02t" + b"\x00" + b"\x02" + partition  # 1 topic
+        + b"\x80\x00\x00\x00" + b"\x00"  # topic authorized ops, topic tags
+        + b"\x80\x00\x00\x00" + b"\x00"  # cluster authorized ops, tags
+    )
+    snap = read_metadata(with_size(body), 9)
+    assert snap.topics == (
+        TopicMetadata("t", None, 0, False, (PartitionMetadata(3, 0, 1, 2, (1,), (1,), ()),)),
+    )
+    assert decode(with_size(body), 9).topics[0].partitions[0].partition_index == 3
+
+
+def test_big_read_leaves_gc_enabled() -> None:
+    import gc
+
+    spec = sample_spec()
+    parts = [(0, i, 1, 1, [1, 2, 3], [1, 2], []) for i in range(20000)]
+    spec.topics = [(0, "big", uuid.uuid4().bytes, False, parts, None)]
+    frame = encode(spec, 12)
+    assert len(frame) > 256 * 1024
+    assert gc.isenabled()
+    assert len(read_metadata(frame, 12).topics[0].partitions) == 20000
+    assert gc.isenabled()
+    with pytest.raises(ProtocolError):
+        read_metadata(with_size(frame[4:-1]), 12)
+    assert gc.isenabled()

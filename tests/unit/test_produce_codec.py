@@ -27,6 +27,7 @@ from protocol.produce import (
     iter_batches,
     merge_produce_responses,
     parse_produce_response,
+    peek_produce_acks,
     produce_response_endpoints,
     producer_info,
     record_count,
@@ -42,6 +43,7 @@ from tests.unit._produce_oracle import (
     kp_request,
     kp_request_topics,
     kp_response,
+    kp_topic_key,
     make_batch,
     tid,
 )
@@ -98,10 +100,17 @@ def test_walk_reads_what_kafka_python_encoded(version: int, txn: str | None) -> 
     assert req.topics_span[1] <= len(frame)
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("acks", [-1, 0, 1])
-def test_walk_acks(acks: int) -> None:
-    _, _, req = walk(kp_request(9, [("t", [(0, make_batch(1))])], acks=acks))
-    assert req.acks == acks
+@pytest.mark.parametrize("txn", [None, "", "tx-123"])
+def test_walk_and_peek_acks(version: int, acks: int, txn: str | None) -> None:
+    frame = kp_request(version, [("t" if version < 13 else tid(1), [(0, make_batch(1))])],
+                       acks=acks, transactional_id=txn)
+    mv, header, req = walk(frame)
+    assert req.acks == acks and req.transactional_id == txn
+    assert peek_produce_acks(mv, header) == acks
+    with pytest.raises(ProtocolError):
+        peek_produce_acks(mv[: header.body_offset + 1], header)
 
 
 def test_walk_null_client_id_and_empty_topics() -> None:
@@ -349,7 +358,7 @@ def kp_fields(p: object) -> dict[str, object]:
 
 
 def kp_key(t: object, version: int) -> TopicKey:
-    return t.topic_id.bytes if version >= 13 else t.name  # type: ignore[attr-defined]
+    return kp_topic_key(t, version)
 
 
 ENDPOINTS = (NodeEndpoint(3, "broker-3.internal", 9093, "az-b"), NodeEndpoint(4, "b4", 19092))

@@ -14,6 +14,7 @@ does not serve correctly. :func:`probe` finds out what works on this machine.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -44,20 +45,21 @@ class KcatRun:
         )
 
     def first_error(self) -> str:
+        """The first failure line, without librdkafka's log prefix."""
         for line in self.stderr.splitlines():
             if "ERROR" in line or "underflow" in line.lower() or "FAIL" in line:
-                return line.strip()
+                line = line.split("]: ", 1)[-1]
+                return re.sub(r"^\S+/(bootstrap|\d+): ", "", line).strip()
         return (self.stderr.strip().splitlines() or [f"rc={self.returncode}"])[-1]
 
 
 def version() -> str:
+    """E.g. "kcat 1.7.1 (librdkafka 2.0.2)"."""
     if KCAT is None:
-        return "not installed"
+        return "kcat (not installed)"
     r = subprocess.run([KCAT, "-V"], capture_output=True, text=True, timeout=10)
-    for line in r.stdout.splitlines():
-        if line.startswith("Version"):
-            return line.strip()
-    return r.stdout.strip()
+    m = re.search(r"Version (\S+) .*?(librdkafka \S+)", r.stdout)
+    return f"kcat {m[1]} ({m[2]})" if m else "kcat " + r.stdout.strip()
 
 
 def run(
@@ -79,7 +81,7 @@ def run(
 
 
 def metadata(bootstrap: str, variant: str = "default", timeout: float = 10) -> tuple[dict | None, KcatRun]:
-    r = run(bootstrap, ["-L", "-J", "-m", "5"], variant, timeout=timeout)
+    r = run(bootstrap, ["-L", "-J", "-m", "3"], variant, timeout=timeout)
     md = None
     if r.ok:
         try:

@@ -153,6 +153,8 @@ class TansuBroker(ManagedProcess):
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.1)
+            # Tansu 0.6.0 answers acks=0 produce requests (Kafka never does).
+            self.answers_acks0 = wire.acks0_produce_gets_response(self.host, self.port)
         except Exception as e:
             self.stop()
             raise RuntimeError(f"tansu did not come up: {e}\n{self.log_tail()}") from e

@@ -88,3 +88,37 @@ def api_versions(host: str, port: int, version: int = 3, timeout: float = 5.0) -
     if resp.error_code != 0:
         raise RuntimeError(f"ApiVersions v{version} error_code={resp.error_code}")
     return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+
+
+def acks0_produce_gets_response(
+    host: str, port: int, topic: str = "rg-probe-acks0", version: int = 9, wait: float = 1.0
+) -> bool:
+    """True if the broker (wrongly) answers an acks=0 Produce request.
+
+    Kafka never responds to acks=0; Tansu 0.6.0 does, which makes strict
+    clients (kafka-python 3) drop the connection and lose records.
+    """
+    from kafka.protocol.producer import ProduceRequest
+    from kafka.record.memory_records import MemoryRecordsBuilder
+
+    builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 16)
+    builder.append(timestamp=int(time.time() * 1000), key=None, value=b"probe")
+    builder.close()
+    topic_data = ProduceRequest.TopicProduceData
+    part_data = topic_data.PartitionProduceData
+    req = ProduceRequest(
+        transactional_id=None,
+        acks=0,
+        timeout_ms=1000,
+        topic_data=[
+            topic_data(name=topic, partition_data=[part_data(index=0, records=builder.buffer())])
+        ],
+        version=version,
+    )
+    with RawKafkaConnection(host, port, timeout=wait) as conn:
+        req.with_header(correlation_id=1, client_id=conn.client_id)
+        conn.sock.sendall(req.encode(version=version, header=True, framed=True))
+        try:
+            return bool(conn.sock.recv(4))
+        except TimeoutError:
+            return False

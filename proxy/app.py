@@ -1,0 +1,211 @@
+"""The assembled proxy: server, cluster view, poller, rack enforcement, reloads.
+
+Invariants: the pieces get their dependencies (settings, clock, metrics
+registry) from here, never from globals; start-up refuses a rack rule that
+cannot hold (min.insync.racks > 1 while a broker has no rack), and a reload
+that would introduce one is refused while the old settings stay in force.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import time
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from config.settings import Settings, SettingsError
+from protocol.metadata import MetadataSnapshot, read_metadata
+from proxy.cluster_view import ClusterView, ClusterViewStore
+from proxy.enforcement import EnforcementSettings, RackEnforcer
+from proxy.enforcement_metrics import EnforcementMetrics
+from proxy.metrics import ProxyMetrics
+from proxy.policy import RackRule
+from proxy.poller import MetadataPoller, PollError
+from proxy.server import ProxyServer
+
+log = logging.getLogger("rackguard")
+
+# Settings a SIGHUP reload applies; any other change needs a restart.
+RELOADABLE = frozenset({
+    "min_insync_racks", "topic_min_insync_racks", "topic_prefix_min_insync_racks",
+    "error_mode", "not_enough_racks_code", "observe", "max_metadata_age_ms", "fail_open",
+    "unknown_partition_wait_ms", "log_level",
+})
+
+
+class StartupError(Exception):
+    """A condition under which the proxy must not start; the message is one line."""
+
+
+def rack_rule(settings: Settings) -> RackRule:
+    prefixes = tuple(sorted(settings.topic_prefix_min_insync_racks.items(),
+                            key=lambda item: -len(item[0])))
+    return RackRule(
+        default_min_racks=settings.min_insync_racks,
+        topic_min_racks=dict(settings.topic_min_insync_racks),
+        prefix_min_racks=prefixes,
+        max_metadata_age_s=settings.max_metadata_age_ms / 1000,
+        fail_open=settings.fail_open,
+    )
+
+
+def enforcement_settings(settings: Settings) -> EnforcementSettings:
+    return EnforcementSettings(
+        rule=rack_rule(settings),
+        dedicated_code=settings.not_enough_racks_code if settings.error_mode == "dedicated"
+        else None,
+        observe=settings.observe,
+        unknown_wait_s=settings.unknown_partition_wait_ms / 1000,
+    )
+
+
+def check_racks(rule: RackRule, view: ClusterView, observe: bool) -> list[str]:
+    """Problems of ``rule`` on ``view``: errors (raised by callers) unless observing.
+
+    Returns warnings; raises StartupError for what the KIP calls an error.
+    """
+    warnings = []
+    highest = max(rule.all_values())
+    rackless = view.rackless_brokers()
+    if highest > 1 and rackless:
+        text = (f"min.insync.racks={highest} but broker(s) {rackless} have no rack "
+                "(set broker.rack, or give --broker-rack ID=RACK)")
+        if not observe:
+            raise StartupError(text)
+        warnings.append(text + " [observe mode: not enforced]")
+    racks = len(view.rack_names())
+    if view.brokers and highest > racks:
+        warnings.append(f"min.insync.racks={highest} exceeds the {racks} rack(s) in the "
+                        "cluster: every acks=all produce to such topics will be rejected")
+    return warnings
+
+
+class Rackguard:
+    def __init__(
+        self,
+        settings: Settings,
+        registry: CollectorRegistry | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.metrics = ProxyMetrics(registry)
+        registry = self.metrics.registry
+        self.store = ClusterViewStore(clock, settings.broker_racks,
+                                      settings.broker_racks_override)
+        self.refresh_failures = Counter(
+            "rackguard_metadata_refresh_failures",
+            "Failed metadata refreshes of the proxy's own poller",
+            registry=registry,
+        )
+        self.rackless = Gauge("rackguard_rackless_brokers",
+                              "Brokers in the cluster view that report no rack",
+                              registry=registry)
+        self.server = ProxyServer(settings, self.metrics,
+                                  metadata_observers=[self._observe_metadata])
+        self.poller = MetadataPoller(settings, self.store, self._learn_addresses,
+                                     self.refresh_failures.inc, clock)
+        self.enforcer = RackEnforcer(
+            enforcement_settings(settings),
+            self.store,
+            self.poller.refresh_now,
+            self.server.produce_transform,
+            EnforcementMetrics(registry, clock),
+            clock,
+        )
+        self.server.set_produce_hook(self.enforcer)
+        self.store.subscribe(self._on_view_change)
+
+    # ----- view feeding
+    def _observe_metadata(self, frame: memoryview, version: int) -> None:
+        self.store.apply_metadata(read_metadata(frame, version), full=False)
+
+    def _learn_addresses(self, snapshot: MetadataSnapshot) -> None:
+        self.server.book.learn(snapshot.brokers)
+        missing = [b.node_id for b in snapshot.brokers if not self.server.has_listener(b.node_id)]
+        if missing:
+            asyncio.ensure_future(self.server.ensure_listeners(missing))
+
+    def _on_view_change(self, old: ClusterView, new: ClusterView) -> None:
+        rackless = new.rackless_brokers()
+        self.rackless.set(len(rackless))
+        appeared = set(rackless) - set(old.rackless_brokers()) if old.brokers else set()
+        rule = self.enforcer.settings.rule
+        if appeared and rule.enabled:
+            level = logging.WARNING if self.enforcer.settings.observe else logging.ERROR
+            log.log(level, "broker(s) %s joined without a rack while min.insync.racks is up to "
+                    "%d: their replicas count as the rack \"\"", sorted(appeared),
+                    max(rule.all_values()))
+
+    # ----- lifecycle
+    async def start(self) -> None:
+        try:
+            await self.poller.poll_once()
+        except PollError as exc:
+            self.refresh_failures.inc()
+            log.warning("cluster metadata unavailable at start (%s); serving anyway: acks=all "
+                        "produces to rack-checked topics fail closed until it arrives", exc)
+        else:
+            for warning in check_racks(self.enforcer.settings.rule, self.store.view,
+                                       self.settings.observe):
+                log.warning("%s", warning)
+            self._learn_addresses_from_view()
+        await self.server.start()
+        self.poller.start()
+
+    def _learn_addresses_from_view(self) -> None:
+        view = self.store.view
+        missing = [n for n in view.brokers if not self.server.has_listener(n)]
+        if missing:
+            asyncio.ensure_future(self.server.ensure_listeners(missing))
+
+    async def stop(self) -> None:
+        await self.poller.stop()
+        await self.server.stop()
+
+    def reload(self, new: Settings) -> bool:
+        """Apply the reloadable part of ``new``; refuse it whole if it cannot hold."""
+        candidate = enforcement_settings(new)
+        try:
+            warnings = check_racks(candidate.rule, self.store.view, new.observe)
+        except StartupError as exc:
+            log.error("reload refused, previous settings stay in force: %s", exc)
+            return False
+        for warning in warnings:
+            log.warning("%s", warning)
+        ignored = sorted(
+            name for name in type(new).model_fields
+            if name not in RELOADABLE and getattr(new, name) != getattr(self.settings, name)
+        )
+        if ignored:
+            log.warning("reload: %s change(s) need a restart and were not applied",
+                        ", ".join(ignored))
+        self.enforcer.replace_settings(candidate)
+        logging.getLogger("rackguard").setLevel(new.log_level)
+        log.info("reload applied: min.insync.racks=%d, overrides %s, prefixes %s, "
+                 "error_mode=%s, observe=%s", new.min_insync_racks,
+                 dict(new.topic_min_insync_racks), dict(new.topic_prefix_min_insync_racks),
+                 new.error_mode, new.observe)
+        return True
+
+    async def run_until_signalled(self, load: Callable[[], Settings]) -> None:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+
+        def on_hup() -> None:
+            try:
+                self.reload(load())
+            except SettingsError as exc:
+                log.error("reload refused: %s", exc)
+
+        loop.add_signal_handler(signal.SIGHUP, on_hup)
+        await self.start()
+        await stop.wait()
+        log.info("signal received: stopping (up to %.1f s for in-flight requests)",
+                 self.settings.shutdown_timeout_ms / 1000)
+        await self.stop()

@@ -1,0 +1,176 @@
+"""The proxy's view of the cluster: brokers and racks, partitions and ISRs, topic configs.
+
+Invariant: a :class:`ClusterView` is immutable; :class:`ClusterViewStore` is
+the only writer and replaces the view whole on every update, so a decision
+made on one snapshot never sees a half-applied update. It does no I/O (the
+poller and the Metadata responses that pass through feed it). Updates copy
+the topic map, never the partitions of topics they do not touch, so a
+passing Metadata response for one topic costs little even in a large cluster.
+The rack of a broker that leaves the broker list is remembered: an ISR can
+still name it for a while.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from protocol.metadata import MetadataSnapshot
+
+log = logging.getLogger("rackguard.cluster")
+
+NO_RACK = ""  # every rackless broker counts as this one rack (DESIGN.md section 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicState:
+    name: str
+    topic_id: bytes | None
+    partitions: Mapping[int, PartitionState]
+    updated_at: float
+    min_insync_replicas: int | None = None  # None until DescribeConfigs answered
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    brokers: Mapping[int, Broker] = field(default_factory=lambda: MappingProxyType({}))
+    racks: Mapping[int, str | None] = field(default_factory=lambda: MappingProxyType({}))
+    topics: Mapping[str, TopicState] = field(default_factory=lambda: MappingProxyType({}))
+    topic_ids: Mapping[bytes, str] = field(default_factory=lambda: MappingProxyType({}))
+    refreshed_at: float | None = None  # monotonic time of the last full refresh
+    cluster_id: str | None = None
+
+    def topic(self, key: str | bytes) -> TopicState | None:
+        name = self.topic_ids.get(key) if isinstance(key, bytes) else key
+        return self.topics.get(name) if name is not None else None
+
+    def rack_of(self, node_id: int) -> str:
+        rack = self.racks.get(node_id)
+        return NO_RACK if rack is None else rack
+
+    def age(self, now: float, topic: TopicState | None = None) -> float:
+        """Seconds since this topic (or the whole view) was last confirmed."""
+        times = [t for t in (self.refreshed_at, topic.updated_at if topic else None)
+                 if t is not None]
+        return now - max(times) if times else float("inf")
+
+    def rack_names(self) -> set[str]:
+        return {self.rack_of(n) for n in self.brokers}
+
+    def rackless_brokers(self) -> list[int]:
+        return sorted(n for n, b in self.brokers.items() if b.rack is None)
+
+    @property
+    def partition_count(self) -> int:
+        return sum(len(t.partitions) for t in self.topics.values())
+
+
+class ClusterViewStore:
+    """Holds the current view and builds each next one."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        operator_racks: Mapping[int, str] | None = None,
+        operator_racks_override: bool = False,
+    ) -> None:
+        self._clock = clock
+        self._operator_racks = dict(operator_racks or {})
+        self._override = operator_racks_override
+        self._view = ClusterView()
+        self._listeners: list[Callable[[ClusterView, ClusterView], None]] = []
+
+    @property
+    def view(self) -> ClusterView:
+        return self._view
+
+    def subscribe(self, listener: Callable[[ClusterView, ClusterView], None]) -> None:
+        """Call ``listener(old, new)`` after every update."""
+        self._listeners.append(listener)
+
+    def _rack(self, node_id: int, reported: str | None) -> str | None:
+        supplied = self._operator_racks.get(node_id)
+        if supplied is not None and (reported is None or self._override):
+            return supplied
+        return reported
+
+    def apply_metadata(self, snapshot: MetadataSnapshot, full: bool) -> ClusterView:
+        """Merge a Metadata response. ``full``: it listed every topic (the poller's)."""
+        now = self._clock()
+        old = self._view
+        brokers = {
+            b.node_id: Broker(b.node_id, b.host, b.port, self._rack(b.node_id, b.rack))
+            for b in snapshot.brokers
+        }
+        racks = dict(old.racks)
+        for node_id, broker in brokers.items():
+            racks[node_id] = broker.rack
+        topics = {} if full else dict(old.topics)
+        topic_ids = {} if full else dict(old.topic_ids)
+        for t in snapshot.topics:
+            if t.name is None or t.error_code != 0:
+                if full is False and t.name is not None and t.error_code == 3:
+                    topics.pop(t.name, None)  # UNKNOWN_TOPIC_OR_PARTITION: it is gone
+                continue
+            previous = old.topics.get(t.name)
+            partitions = {
+                p.partition_index: PartitionState(
+                    p.leader, p.leader_epoch, p.replicas, p.isr, p.offline_replicas
+                )
+                for p in t.partitions
+            }
+            topic_id = t.topic_id if t.topic_id and any(t.topic_id) else None
+            topics[t.name] = TopicState(
+                t.name,
+                topic_id,
+                MappingProxyType(partitions),
+                now,
+                previous.min_insync_replicas if previous else None,
+            )
+            if topic_id is not None:
+                topic_ids[topic_id] = t.name
+        new = ClusterView(
+            brokers=MappingProxyType(brokers),
+            racks=MappingProxyType(racks),
+            topics=MappingProxyType(topics),
+            topic_ids=MappingProxyType(topic_ids),
+            refreshed_at=now if full else old.refreshed_at,
+            cluster_id=snapshot.cluster_id or old.cluster_id,
+        )
+        self._swap(old, new)
+        return new
+
+    def apply_min_insync_replicas(self, values: Mapping[str, int]) -> ClusterView:
+        old = self._view
+        topics = dict(old.topics)
+        for name, value in values.items():
+            topic = topics.get(name)
+            if topic is not None and topic.min_insync_replicas != value:
+                topics[name] = replace(topic, min_insync_replicas=value)
+        new = replace(old, topics=MappingProxyType(topics))
+        self._swap(old, new)
+        return new
+
+    def _swap(self, old: ClusterView, new: ClusterView) -> None:
+        self._view = new
+        for listener in self._listeners:
+            listener(old, new)

@@ -1,0 +1,152 @@
+"""The Produce hook that applies the rack rule to acks=all requests.
+
+acks=0 and acks=1, and every request while no topic needs more than one rack,
+are forwarded after reading only the acks field. Otherwise the request is
+walked (no record bytes copied), the pure policy decides per partition, and:
+- all partitions pass (or observe mode): the original bytes go upstream;
+- all are rejected: the proxy answers itself, nothing goes upstream;
+- mixed: a rewritten request without the rejected partitions goes upstream
+  and the broker's answer is merged with the synthetic errors.
+A request naming a partition the view does not know waits (bounded) for one
+metadata refresh, then is decided on whatever the view holds.
+
+Invariant: nothing here turns a failed produce into a successful one; a
+rejection is always an error code the client sees for that partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from protocol.headers import RequestHeader, parse_request_header
+from protocol.produce import (
+    PartitionResult,
+    ProduceRequest,
+    TopicKey,
+    drop_partitions,
+    merge_produce_responses,
+    parse_produce_response,
+    walk_produce_request,
+)
+from proxy.cluster_view import ClusterViewStore
+from proxy.connection import Action, ClientInfo, Forward, Reply
+from proxy.enforcement_metrics import EnforcementMetrics
+from proxy.policy import (
+    NOT_ENOUGH_REPLICAS,
+    Decision,
+    RackRule,
+    Verdict,
+    decide,
+    unknown_partitions,
+)
+from proxy.response_queue import ResponseTransform
+from proxy.server import produce_acks
+
+log = logging.getLogger("rackguard.enforcement")
+
+
+@dataclass(frozen=True, slots=True)
+class EnforcementSettings:
+    rule: RackRule
+    dedicated_code: int | None  # None: compat mode (code 19)
+    observe: bool
+    unknown_wait_s: float
+
+
+class RackEnforcer:
+    def __init__(
+        self,
+        settings: EnforcementSettings,
+        store: ClusterViewStore,
+        refresh: Callable[[], Awaitable[None]],
+        response_transform: ResponseTransform,
+        metrics: EnforcementMetrics,
+        clock: Callable[[], float],
+    ) -> None:
+        self.settings = settings
+        self._store = store
+        self._refresh = refresh
+        self._transform = response_transform
+        self._metrics = metrics
+        self._clock = clock
+
+    def replace_settings(self, settings: EnforcementSettings) -> None:
+        """Swap the settings whole (config reload); requests in flight keep theirs."""
+        self.settings = settings
+
+    def __call__(
+        self, client: ClientInfo, frame: memoryview, api_key: int, api_version: int, corr: int
+    ) -> Action | Awaitable[Action]:
+        settings = self.settings
+        acks = produce_acks(frame)
+        if acks != -1 or not settings.rule.enabled:
+            return Forward(frame, acks != 0, self._transform)
+        header = parse_request_header(frame)
+        request = walk_produce_request(frame, header)
+        if unknown_partitions(request, self._store.view):
+            return self._after_refresh(settings, client, frame, header, request)
+        return self._act(settings, client, frame, header, request)
+
+    async def _after_refresh(
+        self,
+        settings: EnforcementSettings,
+        client: ClientInfo,
+        frame: memoryview,
+        header: RequestHeader,
+        request: ProduceRequest,
+    ) -> Action:
+        self._metrics.unknown_partition_refreshes.inc()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._refresh()), settings.unknown_wait_s)
+        except TimeoutError:
+            log.debug("metadata refresh for an unknown partition took longer than %.1fs",
+                      settings.unknown_wait_s)
+        return self._act(settings, client, frame, header, request)
+
+    def _act(
+        self,
+        settings: EnforcementSettings,
+        client: ClientInfo,
+        frame: memoryview,
+        header: RequestHeader,
+        request: ProduceRequest,
+    ) -> Action:
+        decisions = decide(request, self._store.view, settings.rule, self._clock())
+        rejected = [d for d in decisions if d.verdict.rejects]
+        self._metrics.record(decisions, settings.observe, client)
+        if not rejected or settings.observe:
+            return Forward(frame, True, self._transform)
+        synthetic = {(d.topic_key, d.partition): self._result(d, settings) for d in rejected}
+        if len(rejected) == len(decisions):
+            return Reply(merge_produce_responses(
+                header.api_version, header.correlation_id, request, None, synthetic))
+        keys: set[tuple[TopicKey, int]] = set(synthetic)
+        forwarded = drop_partitions(frame, header, request, keys)
+        return Forward(forwarded, True, self._merger(header, request, synthetic))
+
+    def _merger(
+        self,
+        header: RequestHeader,
+        request: ProduceRequest,
+        synthetic: dict[tuple[TopicKey, int], PartitionResult],
+    ) -> ResponseTransform:
+        transform = self._transform
+
+        def merge(frame: memoryview, version: int) -> object:
+            upstream = parse_produce_response(frame, version)
+            merged = merge_produce_responses(
+                version, header.correlation_id, request, upstream, synthetic)
+            return transform(memoryview(merged), version)
+
+        return merge
+
+    @staticmethod
+    def _result(decision: Decision, settings: EnforcementSettings) -> PartitionResult:
+        code = NOT_ENOUGH_REPLICAS
+        if decision.verdict is Verdict.NOT_ENOUGH_RACKS and settings.dedicated_code is not None:
+            code = settings.dedicated_code
+        return PartitionResult(index=decision.partition, error_code=code,
+                               error_message=decision.message())
