@@ -35,7 +35,6 @@ from protocol.produce_response import (
     check_size_prefix,
     read_checked_array_len,
     read_endpoint_entries,
-    read_tag_spans,
     skip_tag_fields,
 )
 

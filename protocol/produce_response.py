@@ -137,18 +137,26 @@ def _encode_key(key: TopicKey, version: int, flexible: bool) -> bytes:
     return encode_string(key, flexible)
 
 
+def _encode_errors(p: PartitionResult, flexible: bool, out: list[bytes]) -> None:
+    out.append(encode_array_len(len(p.record_errors), flexible))
+    for e in p.record_errors:
+        out.append(pack_int32(e.batch_index))
+        out.append(encode_string(e.message, flexible))
+        if flexible:
+            out.append(b"\x00")
+    out.append(encode_string(p.error_message, flexible))
+
+
 def _encode_partition(p: PartitionResult, version: int, flexible: bool, out: list[bytes]) -> None:
     out.append(_PART_HEAD.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms))
     if version >= FIRST_LOG_START_OFFSET_VERSION:
         out.append(pack_int64(p.log_start_offset))
     if version >= FIRST_RECORD_ERRORS_VERSION:
-        out.append(encode_array_len(len(p.record_errors), flexible))
-        for e in p.record_errors:
-            out.append(pack_int32(e.batch_index))
-            out.append(encode_string(e.message, flexible))
-            if flexible:
-                out.append(b"\x00")
-        out.append(encode_string(p.error_message, flexible))
+        if not p.record_errors and p.error_message is None:
+            # no record errors, null error message: the common case
+            out.append(b"\x01\x00" if flexible else b"\x00\x00\x00\x00\xff\xff")
+        else:
+            _encode_errors(p, flexible, out)
     if flexible:
         leader = p.current_leader if version >= FIRST_LEADER_HINT_VERSION else None
         if leader is None and not p.unknown_tags:

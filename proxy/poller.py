@@ -89,6 +89,7 @@ class MetadataPoller:
         self._configs_at = -float("inf")
         self._known_topics: frozenset[str] = frozenset()
         self.last_error: str | None = None
+        self._ask_key_only = True
 
     # ----- public
     def start(self) -> None:
@@ -124,7 +125,7 @@ class MetadataPoller:
             interval = self._settings.topic_config_refresh_interval_ms / 1000
             if topics - self._known_topics or now - self._configs_at >= interval:
                 self._store.apply_min_insync_replicas(
-                    await self._min_insync_replicas(conn, sorted(topics), timeout))
+                    await self._topic_configs(conn, sorted(topics), timeout))
                 self._configs_at = now
                 self._known_topics = topics
             self.last_error = None
@@ -189,6 +190,23 @@ class MetadataPoller:
         request = MetadataRequest(version=version, **kwargs)
         return read_metadata(await conn.call(request, timeout), version)
 
+    async def _topic_configs(
+        self, conn: _Conn, topics: list[str], timeout: float
+    ) -> dict[str, int]:
+        try:
+            return await self._min_insync_replicas(conn, topics, timeout)
+        except (OSError, asyncio.IncompleteReadError) as exc:
+            if not self._ask_key_only:
+                raise
+            # Some Kafka-compatible brokers drop the connection when configuration
+            # keys are named; ask for all of each topic's configs from now on.
+            log.info("DescribeConfigs with a key list failed (%s); asking for all configs",
+                     exc or type(exc).__name__)
+            self._ask_key_only = False
+            self._conn = None
+            conn = await self._connection(timeout)
+            return await self._min_insync_replicas(conn, topics, timeout)
+
     async def _min_insync_replicas(
         self, conn: _Conn, topics: list[str], timeout: float
     ) -> dict[str, int]:
@@ -196,10 +214,11 @@ class MetadataPoller:
             return {}
         version = min(conn.versions[ApiKey.DESCRIBE_CONFIGS][1], DESCRIBE_CONFIGS_MAX)
         resource = DescribeConfigsRequest.DescribeConfigsResource
+        keys = ["min.insync.replicas"] if self._ask_key_only else None
         request = DescribeConfigsRequest(
             version=version,
             resources=[resource(resource_type=TOPIC_RESOURCE, resource_name=name,
-                                configuration_keys=["min.insync.replicas"]) for name in topics],
+                                configuration_keys=keys) for name in topics],
             include_synonyms=False,
             include_documentation=False,
         )

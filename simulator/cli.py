@@ -33,7 +33,9 @@ def _topic(text: str) -> TopicSpec:
         numbers = [int(p) for p in parts[1:]]
     except ValueError:
         raise argparse.ArgumentTypeError(f"bad numbers in {text!r}") from None
-    return TopicSpec(parts[0], *numbers)
+    partitions = numbers[0] if numbers else 3
+    rf = numbers[1] if len(numbers) > 1 else 3
+    return TopicSpec(parts[0], partitions, rf)
 
 
 def build_parser() -> argparse.ArgumentParser:

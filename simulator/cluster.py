@@ -110,11 +110,17 @@ class SimulatedCluster:
         self.core.state.alter_topic_configs(topic, {key: value}, replace=False)
 
     async def kill_broker(self, node_id: int) -> None:
+        """Stop broker `node_id` listening and drop its connections; no-op if dead."""
+        if not self.core.state.brokers[node_id].alive:
+            return
         self.core.state.kill_broker(node_id)
         await self.servers[node_id].stop()
         self.core.notify_append()  # wake long-polls so they notice leadership moved
 
     async def restore_broker(self, node_id: int) -> None:
+        """Listen again on the same port and rejoin ISRs; no-op if alive."""
+        if self.core.state.brokers[node_id].alive:
+            return
         await self.servers[node_id].start()
         self.core.state.restore_broker(node_id)
 

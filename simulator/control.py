@@ -47,7 +47,8 @@ class ControlServer:
             self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        status, payload = 400, {"error": "bad request"}
+        status: int = 400
+        payload: Any = {"error": "bad request"}
         try:
             request_line = (await asyncio.wait_for(reader.readline(), 5)).decode("latin-1")
             method, path, _ = request_line.split(" ", 2)

@@ -108,7 +108,9 @@ class PartitionLog:
 
     def aborted_since(self, offset: int, upper: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of aborted transactions overlapping [offset, upper)."""
-        return [(pid, first) for pid, first, last in self.aborted if last >= offset and first < upper]
+        return [
+            (pid, first) for pid, first, last in self.aborted if last >= offset and first < upper
+        ]
 
     def records(self) -> list[StoredRecord]:
         """Every data record in the log, decoded (control batches skipped)."""

@@ -100,7 +100,8 @@ def split_batches(data: bytes) -> list[tuple[BatchHeader, bytes]]:
 
 def with_base_offset(batch: bytes, base_offset: int, leader_epoch: int) -> bytes:
     """The same batch with baseOffset and partitionLeaderEpoch rewritten."""
-    return struct.pack(">q", base_offset) + batch[8:12] + struct.pack(">i", leader_epoch) + batch[16:]
+    epoch = struct.pack(">i", leader_epoch)
+    return struct.pack(">q", base_offset) + batch[8:12] + epoch + batch[16:]
 
 
 def _varint(value: int) -> bytes:

@@ -114,7 +114,9 @@ class ClusterState:
     def require_partition(self, topic: str, index: int) -> Partition:
         p = self.partition(topic, index)
         if p is None:
-            raise StateError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {topic}-{index}")
+            raise StateError(
+                errors.UNKNOWN_TOPIC_OR_PARTITION, f"unknown partition {topic}-{index}"
+            )
         return p
 
     def min_insync_replicas(self, topic: str) -> int:

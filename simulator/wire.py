@@ -58,7 +58,7 @@ def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
 
 def body_offset(frame: bytes, flexible: bool) -> int:
     """Where the request body starts (after tagged header fields if flexible)."""
-    (id_len,) = struct.unpack_from(">h", frame, 8)
+    id_len = int(struct.unpack_from(">h", frame, 8)[0])
     pos = 10 + max(id_len, 0)
     if flexible:
         count, pos = _read_uvarint(frame, pos)
@@ -77,7 +77,7 @@ def response_frame(correlation_id: int, body: bytes, flexible_header: bool) -> b
 
 
 def frame_size(prefix: bytes) -> int:
-    (size,) = struct.unpack(">i", prefix)
+    size = int(struct.unpack(">i", prefix)[0])
     if size < 0 or size > MAX_FRAME:
         raise FrameError(f"bad frame size {size}")
     return size

@@ -68,10 +68,19 @@ async def create_topics(ctx: Ctx, req: Any) -> Any:
                 name=t.name, topic_id=topic_id, error_code=error, error_message=message,
                 num_partitions=partitions if not error else -1,
                 replication_factor=rf if not error else -1,
-                configs=None,
+                configs=[] if error or req.validate_only else _created_configs(ctx, t.name),
             )
         )
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
+
+
+def _created_configs(ctx: Ctx, name: str) -> list[Any]:
+    cls = CreateTopicsResponse.CreatableTopicResult.CreatableTopicConfigs
+    return [
+        cls(name=c.name, value=c.value, read_only=False, config_source=c.config_source,
+            is_sensitive=False)
+        for c in _topic_configs(ctx, name)
+    ]
 
 
 async def delete_topics(ctx: Ctx, req: Any) -> Any:

@@ -48,6 +48,7 @@ async def produce(ctx: Ctx, req: Any) -> Any:
     acks = req.acks
     responses = []
     appended = False
+    hinted: set[int] = set()  # leaders named in current_leader (Produce v10+)
     for topic in req.topic_data:
         parts = []
         for pd in topic.partition_data:
@@ -66,6 +67,12 @@ async def produce(ctx: Ctx, req: Any) -> Any:
             else:
                 error, base, message = _append(part, pd.records)
                 appended = appended or error == errors.NONE
+            leader_hint = None
+            if error == errors.NOT_LEADER_OR_FOLLOWER and part is not None and part.leader >= 0:
+                hinted.add(part.leader)
+                leader_hint = _PR.LeaderIdAndEpoch(
+                    leader_id=part.leader, leader_epoch=part.leader_epoch
+                )
             parts.append(
                 _PR(
                     index=pd.index,
@@ -75,6 +82,7 @@ async def produce(ctx: Ctx, req: Any) -> Any:
                     log_start_offset=part.log.log_start_offset if part is not None else -1,
                     record_errors=[],
                     error_message=message,
+                    **({"current_leader": leader_hint} if leader_hint is not None else {}),
                 )
             )
         responses.append(_TR(name=topic.name, partition_responses=parts))
@@ -82,4 +90,12 @@ async def produce(ctx: Ctx, req: Any) -> Any:
         ctx.core.notify_append()
     if acks == 0:
         return None
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    if not hinted:
+        return ProduceResponse(responses=responses, throttle_time_ms=0)
+    endpoints = []
+    for node_id in sorted(hinted):
+        host, port = ctx.core.address(node_id)
+        rack = state.brokers[node_id].rack
+        endpoints.append(ProduceResponse.NodeEndpoint(node_id=node_id, host=host, port=port,
+                                                      rack=rack))
+    return ProduceResponse(responses=responses, throttle_time_ms=0, node_endpoints=endpoints)
