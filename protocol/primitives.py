@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from typing import Union
 
-Buffer = Union[bytes, bytearray, memoryview]
+Buffer = bytes | bytearray | memoryview
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")

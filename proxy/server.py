@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from config.settings import Settings
 from protocol.apis import ApiKey
 from protocol.headers import parse_request_header
-from protocol.primitives import read_int16, skip_string
+from protocol.produce import peek_produce_acks
 from proxy.addressing import AddressBook, AddressRewriter
 from proxy.connection import (
     Action,
@@ -40,13 +40,12 @@ BOOTSTRAP = "bootstrap"
 
 
 def produce_acks(frame: memoryview) -> int:
-    """The acks field of a Produce request, without walking its topics."""
-    header = parse_request_header(frame)
-    pos = header.body_offset
-    if header.api_version >= 3:  # v3 put the transactional id first
-        pos = skip_string(frame, pos, header.flexible)
-    acks, _ = read_int16(frame, pos)
-    return acks
+    """The acks field of a Produce v3-v13 request, without walking its topics.
+
+    Produce v0-v2 (removed in Kafka 4) is refused as bad input: the proxy cannot
+    check it, and forwarding it unchecked would bypass the rack rule.
+    """
+    return peek_produce_acks(frame, parse_request_header(frame))
 
 
 class ProxyServer:

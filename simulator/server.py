@@ -78,9 +78,10 @@ class BrokerServer:
             pass
         except asyncio.CancelledError:
             pass
-        except Exception:
-            log.exception("broker %d: handler failed; closing connection from %s",
-                          self.node_id, peer)
+        except Exception as exc:
+            log.warning("broker %d: request failed, closing connection from %s: %s: %s",
+                        self.node_id, peer, type(exc).__name__, exc)
+            log.debug("handler traceback", exc_info=True)
         finally:
             self._connections.discard(task)
             writer.close()

@@ -147,7 +147,8 @@ class ClusterState:
         if assignment is None:
             if partitions < 1:
                 raise StateError(errors.INVALID_PARTITIONS, "partitions must be >= 1")
-            candidates = [(b.node_id, b.rack) for b in self.brokers.values()]
+            # Like KRaft, place replicas on live (unfenced) brokers only.
+            candidates = [(b.node_id, b.rack) for b in self.live_brokers()]
             try:
                 assignment = assign_replicas(
                     candidates, partitions, replication_factor, self._placement_start

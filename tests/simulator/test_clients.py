@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
+import subprocess
 import time
 
 import pytest
@@ -212,3 +214,25 @@ def test_confluent_transactional_producer(threaded: ThreadedCluster) -> None:
             seen.append(msg.value())
     consumer.close()
     assert seen == [b"in-txn"]
+
+
+def test_kill_and_restore_are_idempotent(threaded: ThreadedCluster) -> None:
+    threaded.set_isr("t", 0, [1, 2])
+    threaded.restore_broker(3)  # alive already: must not re-add 3 to the ISR
+    assert threaded.partition_info("t", 0)["isr"] == [1, 2]
+    threaded.kill_broker(2)
+    threaded.kill_broker(2)
+    assert threaded.partition_info("t", 0)["isr"] == [1]
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed")
+def test_kcat_metadata_produce_consume(threaded: ThreadedCluster) -> None:
+    broker = threaded.bootstrap_servers.split(",")[0]
+    listing = subprocess.run(["kcat", "-L", "-b", broker], capture_output=True, text=True,
+                             timeout=15, check=True).stdout
+    assert "6 brokers" in listing and 'topic "t" with 3 partitions' in listing
+    subprocess.run(["kcat", "-P", "-b", broker, "-t", "t", "-p", "1", "-X", "acks=all"],
+                   input="a\nb\nc\n", text=True, timeout=15, check=True)
+    out = subprocess.run(["kcat", "-C", "-b", broker, "-t", "t", "-p", "1", "-o", "beginning",
+                          "-e", "-q"], capture_output=True, text=True, timeout=15, check=True)
+    assert out.stdout.split() == ["a", "b", "c"]

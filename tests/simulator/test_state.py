@@ -103,3 +103,14 @@ def test_topic_config_changes() -> None:
     assert state.min_insync_replicas("t") == 3
     state.alter_topic_configs("t", {"min.insync.replicas": None}, replace=False)
     assert state.min_insync_replicas("t") == 2
+
+
+def test_new_topics_avoid_dead_brokers() -> None:
+    state = make_state()
+    for node in state.brokers_in_rack("rack-c"):
+        state.kill_broker(node)
+    topic = state.create_topic("u", 6, 2)
+    for p in topic.partitions:
+        assert not set(p.replicas) & {3, 6} and p.isr == p.replicas
+    with pytest.raises(StateError):
+        state.create_topic("w", 1, 5)

@@ -149,3 +149,14 @@ def test_describe_configs_reports_min_insync_replicas(threaded: ThreadedCluster)
         resp = c.call(DescribeConfigsRequest(resources=[res], include_synonyms=False), 4)
     [cfg] = resp.results[0].configs
     assert (cfg.name, cfg.value) == ("min.insync.replicas", "3")
+
+
+def test_not_leader_answer_names_the_leader(threaded: ThreadedCluster) -> None:
+    info = threaded.partition_info("t", 0)
+    follower = next(r for r in info["replicas"] if r != info["leader"])
+    with connect(threaded, follower) as c:
+        resp = c.call(produce_req("t", 0, batch([b"x"]), -1), 12)
+    part = resp.responses[0].partition_responses[0]
+    assert part.error_code == errors.NOT_LEADER_OR_FOLLOWER
+    assert part.current_leader.leader_id == info["leader"]
+    assert [e.node_id for e in resp.node_endpoints] == [info["leader"]]
