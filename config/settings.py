@@ -166,6 +166,12 @@ class Settings(BaseSettings):
         default=False,
         description="Let broker_racks replace racks the brokers do report",
     )
+    metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_PORT,
+        description="Port of the Prometheus /metrics endpoint on listen_host (unset: off)",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", description="Log level"
     )

@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from config.settings import Settings, SettingsError
 from protocol.metadata import MetadataSnapshot, read_metadata
@@ -117,6 +119,7 @@ class Rackguard:
             clock,
         )
         self.server.set_produce_hook(self.enforcer)
+        self._metrics_http: tuple[Any, threading.Thread] | None = None
         self.store.subscribe(self._on_view_change)
 
     # ----- view feeding
@@ -155,6 +158,17 @@ class Rackguard:
             self._learn_addresses_from_view()
         await self.server.start()
         self.poller.start()
+        if self.settings.metrics_port is not None:
+            self._metrics_http = start_http_server(
+                self.settings.metrics_port, self.settings.listen_host, self.metrics.registry)
+            log.info("metrics on http://%s:%d/metrics", self.settings.advertised,
+                     self.metrics_port)
+
+    @property
+    def metrics_port(self) -> int | None:
+        if self._metrics_http is None:
+            return None
+        return int(self._metrics_http[0].server_port)
 
     def _learn_addresses_from_view(self) -> None:
         view = self.store.view
@@ -165,6 +179,12 @@ class Rackguard:
     async def stop(self) -> None:
         await self.poller.stop()
         await self.server.stop()
+        if self._metrics_http is not None:
+            server, thread = self._metrics_http
+            server.shutdown()
+            server.server_close()
+            thread.join(timeout=5)
+            self._metrics_http = None
 
     def reload(self, new: Settings) -> bool:
         """Apply the reloadable part of ``new``; refuse it whole if it cannot hold."""

@@ -64,6 +64,8 @@ SERVE_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "--broker-rack": ("broker_racks", _pairs("ID=RACK", "rack of a broker that reports none")),
     "--broker-racks-override": ("broker_racks_override", _switch(
         "let --broker-rack replace racks the brokers report")),
+    "--metrics-port": ("metrics_port", _flag(
+        int, "PORT", "serve Prometheus metrics on this port (default: off)")),
     "--metadata-refresh-interval-ms": ("metadata_refresh_interval_ms", _flag(
         int, "MS", "interval of the proxy's own metadata poll (default 2000)")),
     "--max-frame-size": ("max_frame_size", _flag(int, "BYTES", "largest accepted frame")),
@@ -92,6 +94,17 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", metavar="FILE", help="TOML file with settings")
     for flag, (field, options) in SERVE_FLAGS.items():
         serve.add_argument(flag, dest=field, default=None, **options)
+    commands.add_parser(
+        "simulate",
+        help="run the multi-rack cluster simulator (a test double; see its --help)",
+        add_help=False,
+    )
+    demo = commands.add_parser(
+        "demo",
+        help="see the rack rule work: simulator + proxy + producer, racks down and back",
+    )
+    demo.add_argument("--port-base", type=int, default=19092, metavar="PORT",
+                      help="ports PORT..PORT+200 on 127.0.0.1 are used (default 19092)")
     return parser
 
 
@@ -125,6 +138,11 @@ async def _serve(settings: Settings, load: Callable[[], Settings]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["simulate"]:
+        from simulator.cli import main as simulate
+
+        return simulate(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -142,6 +160,16 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         configure_logging(settings.log_level, settings.log_format)
         return run_loop(_serve(settings, lambda: settings_from_args(args)))
+    if args.command == "demo":
+        from proxy.demo import DemoPorts, run_demo
+
+        base = args.port_base
+        ports = DemoPorts(base, base + 100, base + 108, base + 98)
+        try:
+            return run_loop(run_demo(ports))
+        except OSError as exc:
+            print(f"rackguard demo: {exc} (try --port-base with free ports)", file=sys.stderr)
+            return 1
     parser.error(f"unknown command {args.command}")
     return 2
 
