@@ -9,7 +9,9 @@ the setting).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -22,6 +24,7 @@ from pydantic_settings import (
 )
 
 MAX_PORT = 65535
+ENV_PREFIX = "RACKGUARD_"
 KAFKA_MAX_ASSIGNED_ERROR_CODE = 133  # the highest error code Kafka assigns today
 
 
@@ -64,7 +67,7 @@ class Settings(BaseSettings):
     """Every setting of rackguard. Field descriptions are the README's table."""
 
     model_config = SettingsConfigDict(
-        env_prefix="RACKGUARD_", frozen=True, extra="forbid", populate_by_name=True
+        env_prefix=ENV_PREFIX, frozen=True, extra="forbid", populate_by_name=True
     )
 
     upstream: Annotated[tuple[str, ...], NoDecode] = Field(
@@ -278,7 +281,21 @@ def load_settings(
     path = Path(config_file) if config_file is not None else None
     if path is not None and not path.is_file():
         raise SettingsError(f"config: file {str(path)!r} does not exist")
-    clean = {k: v for k, v in (overrides or {}).items() if v is not None}
+    # A dict given here must replace, not be merged into, a table from the TOML file
+    # (pydantic-settings deep-merges dict values across sources); a read-only mapping
+    # is not a dict to that merge but validates the same.
+    clean: dict[str, Any] = {
+        k: MappingProxyType(v) if isinstance(v, dict) else v
+        for k, v in (overrides or {}).items()
+        if v is not None
+    }
+    environment = os.environ if env is None else env
+    unknown = sorted(
+        key for key in environment
+        if key.startswith(ENV_PREFIX) and key[len(ENV_PREFIX):].lower() not in Settings.model_fields
+    )
+    if unknown:
+        raise SettingsError(f"invalid setting {unknown[0]}: no such setting (a typo?)")
     _TOML_PATH["path"] = path
     try:
         if env is not None:
@@ -293,8 +310,6 @@ def load_settings(
 
 
 def _with_env(env: dict[str, str], overrides: dict[str, Any]) -> Settings:
-    import os
-
     saved = dict(os.environ)
     try:
         os.environ.clear()

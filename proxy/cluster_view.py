@@ -67,6 +67,16 @@ class ClusterView:
         rack = self.racks.get(node_id)
         return NO_RACK if rack is None else rack
 
+    def isr_racks(self, isr: tuple[int, ...]) -> tuple[str, ...]:
+        """Distinct racks of the ISR, sorted. A rackless broker counts as the rack "";
+        a node never seen in any broker list counts as no rack (it proves nothing)."""
+        seen: set[str] = set()
+        for node_id in isr:
+            if node_id in self.racks:
+                rack = self.racks[node_id]
+                seen.add(NO_RACK if rack is None else rack)
+        return tuple(sorted(seen))
+
     def age(self, now: float, topic: TopicState | None = None) -> float:
         """Seconds since this topic (or the whole view) was last confirmed."""
         times = [t for t in (self.refreshed_at, topic.updated_at if topic else None)

@@ -241,6 +241,8 @@ class ClientConnection(asyncio.Protocol):
         if isinstance(action, Forward):
             if action.expect_response:
                 self._queue.expect_upstream(corr, api_key, api_version, action.transform)
+            else:
+                self._queue.expect_none(corr)
             assert self._upstream is not None
             self._upstream.write(action.frame)
         elif isinstance(action, Reply):
@@ -253,6 +255,9 @@ class ClientConnection(asyncio.Protocol):
             frames = splitter.feed(data)
             for frame in frames:
                 slot = self._queue.match_upstream(response_correlation_id(frame))
+                if slot is None:
+                    self._metrics.unsolicited_responses.inc()
+                    continue
                 transform = slot.transform
                 if transform is None:
                     slot.fill(frame)

@@ -61,7 +61,7 @@ class RackEnforcer:
         self,
         settings: EnforcementSettings,
         store: ClusterViewStore,
-        refresh: Callable[[], Awaitable[None]],
+        refresh: Callable[[], Awaitable[bool]],
         response_transform: ResponseTransform,
         metrics: EnforcementMetrics,
         clock: Callable[[], float],
@@ -100,11 +100,14 @@ class RackEnforcer:
     ) -> Action:
         self._metrics.unknown_partition_refreshes.inc()
         try:
-            await asyncio.wait_for(asyncio.shield(self._refresh()), settings.unknown_wait_s)
+            async with asyncio.timeout(settings.unknown_wait_s):
+                refreshed = await asyncio.shield(self._refresh())
         except TimeoutError:
-            log.debug("metadata refresh for an unknown partition took longer than %.1fs",
-                      settings.unknown_wait_s)
-        return self._act(settings, client, frame, header, request)
+            refreshed = False
+        if not refreshed:
+            log.info("metadata refresh for an unknown partition failed or took longer than "
+                     "%.1fs: deciding as on stale metadata", settings.unknown_wait_s)
+        return self._act(settings, client, frame, header, request, verified=refreshed)
 
     def _act(
         self,
@@ -113,8 +116,10 @@ class RackEnforcer:
         frame: memoryview,
         header: RequestHeader,
         request: ProduceRequest,
+        verified: bool = True,
     ) -> Action:
-        decisions = decide(request, self._store.view, settings.rule, self._clock())
+        decisions = decide(request, self._store.view, settings.rule, self._clock(),
+                           unknown_verified=verified)
         rejected = [d for d in decisions if d.verdict.rejects]
         self._metrics.record(decisions, settings.observe, client)
         if not rejected or settings.observe:

@@ -51,6 +51,11 @@ class ProxyMetrics:
             ["api"],
             registry=r,
         )
+        self.unsolicited_responses = Counter(
+            "rackguard_unsolicited_responses",
+            "Broker responses to acks=0 produces (which expect none), dropped",
+            registry=r,
+        )
         self._request_children: dict[int, Counter] = {}
         self.bytes_from_client = self.bytes.labels("client_to_broker")
         self.bytes_to_client = self.bytes.labels("broker_to_client")

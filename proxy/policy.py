@@ -6,15 +6,17 @@ It does no I/O, reads no clock of its own and keeps no state, so it is tested
 with plain values.
 
 The rule, per partition of an acks=-1 request, in this order:
-1. topic or partition unknown to the view: forward (the broker answers
-   UNKNOWN_TOPIC_OR_PARTITION);
+1. topic or partition unknown to the view, although the view was just
+   refreshed: forward (the broker answers UNKNOWN_TOPIC_OR_PARTITION); if the
+   refresh failed, the partition is unverifiable and is treated as in step 3;
 2. required racks 1: forward, nothing checked;
 3. view older than the bound: reject METADATA_STALE (fail closed) or forward
    (fail open);
 4. ISR smaller than the topic's min.insync.replicas: forward (the broker
    answers NOT_ENOUGH_REPLICAS itself: replica count is checked first);
 5. distinct racks of the ISR members (a rackless broker counts as the rack
-   "") fewer than required: reject NOT_ENOUGH_RACKS; else forward.
+   "", a node the proxy has never seen counts as no rack at all) fewer than
+   required: reject NOT_ENOUGH_RACKS; else forward.
 """
 
 from __future__ import annotations
@@ -108,9 +110,20 @@ class Decision:
 
 
 def decide(
-    request: ProduceRequest, view: ClusterView, rule: RackRule, now: float
+    request: ProduceRequest,
+    view: ClusterView,
+    rule: RackRule,
+    now: float,
+    unknown_verified: bool = True,
 ) -> list[Decision]:
-    """One decision per partition, in request order. Callers skip acks != -1."""
+    """One decision per partition, in request order. Callers skip acks != -1.
+
+    ``unknown_verified`` is False when a refresh meant to find unknown partitions
+    failed: those are then unverifiable and fail closed like stale metadata.
+    """
+    unknown = Verdict.UNKNOWN
+    if not unknown_verified:
+        unknown = Verdict.STALE_FAIL_OPEN if rule.fail_open else Verdict.METADATA_STALE
     decisions: list[Decision] = []
     for topic_data in request.topics:
         topic = view.topic(topic_data.key)
@@ -118,9 +131,11 @@ def decide(
             topic_data.name if isinstance(topic_data.key, str) else None)
         required = rule.required_racks(name) if name is not None else rule.default_min_racks
         if topic is None:
+            verdict = unknown if required > 1 else Verdict.UNKNOWN
+            age = view.age(now)
             for p in topic_data.partitions:
-                decisions.append(Decision(topic_data.key, name, p.index, Verdict.UNKNOWN,
-                                          required))
+                decisions.append(Decision(topic_data.key, name, p.index, verdict, required,
+                                          metadata_age_s=age))
             continue
         age = view.age(now, topic)
         stale = age > rule.max_metadata_age_s
@@ -128,11 +143,12 @@ def decide(
         for p in topic_data.partitions:
             state = topic.partitions.get(p.index)
             if state is None:
-                verdict = Verdict.UNKNOWN
-                decisions.append(Decision(topic_data.key, name, p.index, verdict, required))
+                verdict = unknown if required > 1 else Verdict.UNKNOWN
+                decisions.append(Decision(topic_data.key, name, p.index, verdict, required,
+                                          metadata_age_s=age))
                 continue
             isr = state.isr
-            racks = tuple(sorted({view.rack_of(n) for n in isr})) if required > 1 else ()
+            racks = view.isr_racks(isr) if required > 1 else ()
             if required <= 1:
                 verdict = Verdict.PASS
             elif stale:

@@ -83,7 +83,7 @@ class MetadataPoller:
         self._clock = clock
         self._conn: _Conn | None = None
         self._wake = asyncio.Event()
-        self._done: asyncio.Future[None] | None = None
+        self._waiters: list[asyncio.Future[bool]] = []
         self._task: asyncio.Task[None] | None = None
         self._next_upstream = 0
         self._configs_at = -float("inf")
@@ -105,15 +105,28 @@ class MetadataPoller:
         if self._conn is not None:
             self._conn.close()
 
-    def refresh_now(self) -> asyncio.Future[None]:
-        """Wake the poller; the future resolves when the next poll has finished."""
-        if self._done is None or self._done.done():
-            self._done = asyncio.get_running_loop().create_future()
+    def refresh_now(self) -> asyncio.Future[bool]:
+        """Wake the poller; resolves with the success of a poll that starts after this call."""
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
         self._wake.set()
-        return self._done
+        return waiter
 
     async def poll_once(self) -> None:
-        """One refresh; raises on failure (used at start-up and by the loop)."""
+        """One refresh; raises on failure (used at start-up and by the loop).
+
+        A failure on a connection that was already open (its broker may have gone)
+        is retried once on a new connection, which tries every upstream in turn.
+        """
+        reused = self._conn is not None
+        try:
+            await self._poll()
+        except PollError:
+            if not reused:
+                raise
+            await self._poll()
+
+    async def _poll(self) -> None:
         timeout = self._settings.connect_timeout_ms / 1000
         try:
             conn = await self._connection(timeout)
@@ -133,6 +146,7 @@ class MetadataPoller:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+                self._next_upstream += 1  # start the next connection with another upstream
             self.last_error = str(exc) or type(exc).__name__
             raise PollError(self.last_error) from exc
 
@@ -140,17 +154,23 @@ class MetadataPoller:
     async def _run(self) -> None:
         interval = self._settings.metadata_refresh_interval_ms / 1000
         while True:
-            done, self._done = self._done, None
+            self._wake.clear()
+            waiters, self._waiters = self._waiters, []
+            ok = True
             try:
                 await self.poll_once()
             except PollError as exc:
+                ok = False
                 self._count_failure()
                 log.warning("metadata refresh failed (keeping the last view): %s", exc)
-            if done is not None and not done.done():
-                done.set_result(None)
-            self._wake.clear()
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(ok)
+            if self._wake.is_set():
+                continue  # asked for during that poll, which may have started too early
             try:
-                await asyncio.wait_for(self._wake.wait(), interval)
+                async with asyncio.timeout(interval):
+                    await self._wake.wait()
             except TimeoutError:
                 pass
 
@@ -175,8 +195,8 @@ class MetadataPoller:
                 raise PollError(f"ApiVersions error {error} from {host}:{port}")
             conn.versions = {key: (lo, hi) for key, lo, hi in entries}
             self._conn = conn
+            self._next_upstream = (self._next_upstream + i) % len(upstreams)
             return conn
-        self._next_upstream += 1
         raise PollError("no upstream reachable: " + "; ".join(errors))
 
     async def _metadata(self, conn: _Conn, timeout: float) -> MetadataSnapshot:

@@ -9,7 +9,10 @@ slot here, in request order, and bytes leave only from the head.
 Invariant: ``drain`` returns filled slots from the head and stops at the first
 unfilled one; upstream responses are matched strictly first-in first-out
 against the slots that wait for upstream, and a correlation id that does not
-match is a protocol error (the connection must be closed).
+match is a protocol error (the connection must be closed). The one exception:
+a response to a recent acks=0 produce (which Kafka never sends, but some
+Kafka-compatible brokers do) is recognised and dropped, since the client
+expects none.
 """
 
 from __future__ import annotations
@@ -48,12 +51,21 @@ class Slot:
         self.data = data
 
 
+# How many acks=0 correlation ids are remembered for the check above.
+_UNANSWERED_MEMORY = 256
+
+
 class ResponseQueue:
-    __slots__ = ("_slots", "_awaiting_upstream")
+    __slots__ = ("_slots", "_awaiting_upstream", "_unanswered")
 
     def __init__(self) -> None:
         self._slots: deque[Slot] = deque()
         self._awaiting_upstream: deque[Slot] = deque()
+        self._unanswered: deque[int] = deque(maxlen=_UNANSWERED_MEMORY)
+
+    def expect_none(self, correlation_id: int) -> None:
+        """A request that gets no answer (acks=0 produce): no slot, but remembered."""
+        self._unanswered.append(correlation_id)
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -87,9 +99,18 @@ class ResponseQueue:
         self._slots.append(slot)
         return slot
 
-    def match_upstream(self, correlation_id: int) -> Slot:
-        """The slot an upstream response with this correlation id answers."""
-        if not self._awaiting_upstream:
+    def match_upstream(self, correlation_id: int) -> Slot | None:
+        """The slot an upstream response with this correlation id answers.
+
+        None: it answers an acks=0 produce and must be dropped.
+        """
+        head = self._awaiting_upstream[0] if self._awaiting_upstream else None
+        if (head is None or head.correlation_id != correlation_id) and (
+            correlation_id in self._unanswered
+        ):
+            self._unanswered.remove(correlation_id)
+            return None
+        if head is None:
             raise ProtocolError(f"unexpected response with correlation id {correlation_id}")
         slot = self._awaiting_upstream.popleft()
         if slot.correlation_id != correlation_id:

@@ -196,3 +196,17 @@ async def test_graceful_stop_lets_inflight_finish(make_proxy) -> None:  # type: 
     assert corr_of(await client.recv()) == 5
     await stopping
     assert await client.closed()
+
+
+async def test_broker_answering_acks0_is_tolerated(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    """Some Kafka-compatible brokers answer acks=0 produces; the client expects nothing."""
+    server, broker = await make_proxy(lambda req: [echo_response(req.correlation_id)])
+    client = await RawClient.connect(server.bootstrap_port)
+    client.send(produce_frame(1, acks=0))
+    client.send(opaque_request(HEARTBEAT, 0, 2))
+    client.send(produce_frame(3, acks=0))
+    client.send(opaque_request(HEARTBEAT, 0, 4))
+    assert corr_of(await client.recv()) == 2
+    assert corr_of(await client.recv()) == 4
+    assert metric(server, "rackguard_unsolicited_responses_total", {}) == 2
+    assert len(broker.received) == 4

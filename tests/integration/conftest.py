@@ -70,7 +70,7 @@ def rackguard_proxy(tansu_upstream: TansuBroker, it_logs: Path):
 
 @pytest.fixture(params=TARGETS)
 def target(request: pytest.FixtureRequest) -> Target:
-    """Where clients connect. Flip the matrix with TARGETS / RACKGUARD_IT_TARGETS."""
+    """Where clients connect. Flip the matrix with TARGETS / RGTEST_TARGETS."""
     if request.param == "direct":
         t = Target("direct", request.getfixturevalue("tansu"))
     elif request.param == "proxy":

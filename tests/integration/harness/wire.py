@@ -90,14 +90,10 @@ def api_versions(host: str, port: int, version: int = 3, timeout: float = 5.0) -
     return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
 
 
-def acks0_produce_gets_response(
-    host: str, port: int, topic: str = "rg-probe-acks0", version: int = 9, wait: float = 1.0
-) -> bool:
-    """True if the broker (wrongly) answers an acks=0 Produce request.
-
-    Kafka never responds to acks=0; Tansu 0.6.0 does, which makes strict
-    clients (kafka-python 3) drop the connection and lose records.
-    """
+def acks0_produce_frame(
+    topic: str, correlation_id: int = 1, version: int = 9, client_id: str = "rg-probe"
+) -> bytes:
+    """A framed Produce request with acks=0 and one record for partition 0."""
     from kafka.protocol.producer import ProduceRequest
     from kafka.record.memory_records import MemoryRecordsBuilder
 
@@ -115,9 +111,20 @@ def acks0_produce_gets_response(
         ],
         version=version,
     )
+    req.with_header(correlation_id=correlation_id, client_id=client_id)
+    return req.encode(version=version, header=True, framed=True)
+
+
+def acks0_produce_gets_response(
+    host: str, port: int, topic: str = "rg-probe-acks0", version: int = 9, wait: float = 1.0
+) -> bool:
+    """True if the broker (wrongly) answers an acks=0 Produce request.
+
+    Kafka never responds to acks=0; Tansu 0.6.0 does, which makes
+    kafka-python 3 and aiokafka drop the connection and lose records.
+    """
     with RawKafkaConnection(host, port, timeout=wait) as conn:
-        req.with_header(correlation_id=1, client_id=conn.client_id)
-        conn.sock.sendall(req.encode(version=version, header=True, framed=True))
+        conn.sock.sendall(acks0_produce_frame(topic, version=version))
         try:
             return bool(conn.sock.recv(4))
         except TimeoutError:
