@@ -10,13 +10,13 @@ from protocol.metadata import read_metadata
 from proxy.connection import ClientInfo, Reply
 from proxy.server import ProxyServer
 from tests.component.conftest import RawClient, corr_of, opaque_request
-from tests.unit._produce_oracle import kp_request, make_batch
 from tests.component.fake_broker import (
     CLOSE,
     Received,
     echo_response,
     metadata_response,
 )
+from tests.unit._produce_oracle import kp_request, make_batch
 
 HEARTBEAT = 12
 
