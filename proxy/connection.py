@@ -40,6 +40,8 @@ log = logging.getLogger("rackguard.connection")
 
 # Requests queued behind one awaiting a decision before the client stops being read.
 _MAX_HELD_FRAMES = 64
+# How long the upstream connection outlives a client that left right after acks=0 produces.
+_ACKS0_LINGER_S = 0.5
 
 
 @dataclass(slots=True)
@@ -116,6 +118,8 @@ class ClientConnection(asyncio.Protocol):
         self._upstream: asyncio.Transport | None = None
         self._read_pauses: set[str] = set()
         self._closed = False
+        self._client_gone = False
+        self._unregistered = False
         self._tasks: set[asyncio.Task[None]] = set()
         self.info = ClientInfo("?", listener)
 
@@ -147,19 +151,43 @@ class ClientConnection(asyncio.Protocol):
         self._resume_client("connecting")
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._closed = True
-        if self._upstream is not None:
-            self._upstream.close()
-        for task in self._tasks:
-            task.cancel()
-        self._on_closed(self)
+        self._client_gone = True
+        if not self._closed and (self._holding or self._held):
+            # Requests the client sent before leaving still go upstream, as they would
+            # have without a proxy (an acks=0 producer may close right after sending).
+            return
+        self._shutdown()
 
     def close(self) -> None:
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.close()
-        if self._upstream is not None and not self._upstream.is_closing():
-            self._upstream.close()
+        """Close both sides now (bad input, broker gone, proxy stopping)."""
         self._closed = True
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.close()  # its connection_lost completes the shutdown
+        if self._client_gone:
+            self._shutdown()
+        elif self._upstream is not None and not self._upstream.is_closing():
+            self._upstream.close()
+
+    def _shutdown(self) -> None:
+        self._closed = True
+        upstream = self._upstream
+        if upstream is not None and not upstream.is_closing():
+            if self._client_gone and self._queue.unanswered_recently:
+                # Requests that get no answer (acks=0) were the last thing sent: give the
+                # broker a moment to act on them before it sees the connection go, as it
+                # would have without the extra hop.
+                asyncio.get_running_loop().call_later(_ACKS0_LINGER_S, upstream.close)
+            else:
+                upstream.close()  # data already written is still delivered
+        if not self._unregistered:
+            self._unregistered = True
+            for task in self._tasks:
+                task.cancel()
+            self._on_closed(self)
+
+    def _finish_if_client_gone(self) -> None:
+        if self._client_gone and not self._holding and not self._held:
+            self._shutdown()
 
     @property
     def idle(self) -> bool:
@@ -236,6 +264,7 @@ class ClientConnection(asyncio.Protocol):
             self._handle_request(self._held.popleft())
         if not self._held:
             self._resume_client("held")
+        self._finish_if_client_gone()
 
     def _apply(self, action: Action, api_key: int, api_version: int, corr: int) -> None:
         if isinstance(action, Forward):
@@ -283,7 +312,7 @@ class ClientConnection(asyncio.Protocol):
 
     def _flush(self) -> None:
         ready = self._queue.drain()
-        if ready and self._transport is not None and not self._closed:
+        if ready and self._transport is not None and not self._closed and not self._client_gone:
             n = 0
             for chunk in ready:
                 n += len(chunk)

@@ -56,16 +56,23 @@ _UNANSWERED_MEMORY = 256
 
 
 class ResponseQueue:
-    __slots__ = ("_slots", "_awaiting_upstream", "_unanswered")
+    __slots__ = ("_slots", "_awaiting_upstream", "_unanswered", "_last_was_unanswered")
 
     def __init__(self) -> None:
         self._slots: deque[Slot] = deque()
         self._awaiting_upstream: deque[Slot] = deque()
         self._unanswered: deque[int] = deque(maxlen=_UNANSWERED_MEMORY)
+        self._last_was_unanswered = False
 
     def expect_none(self, correlation_id: int) -> None:
         """A request that gets no answer (acks=0 produce): no slot, but remembered."""
         self._unanswered.append(correlation_id)
+        self._last_was_unanswered = True
+
+    @property
+    def unanswered_recently(self) -> bool:
+        """True when the latest request sent upstream expects no answer."""
+        return self._last_was_unanswered
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -84,6 +91,7 @@ class ResponseQueue:
         slot = Slot(correlation_id, api_key, api_version, transform)
         self._slots.append(slot)
         self._awaiting_upstream.append(slot)
+        self._last_was_unanswered = False
         return slot
 
     def local(self, correlation_id: int, api_key: int, api_version: int, data: bytes) -> Slot:

@@ -210,3 +210,20 @@ async def test_broker_answering_acks0_is_tolerated(make_proxy) -> None:  # type:
     assert corr_of(await client.recv()) == 4
     assert metric(server, "rackguard_unsolicited_responses_total", {}) == 2
     assert len(broker.received) == 4
+
+
+async def test_requests_sent_just_before_the_client_leaves_still_arrive(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    """An acks=0 producer may send and close at once, before the proxy has connected
+    upstream; without a proxy those bytes would have reached the broker."""
+    server, broker = await make_proxy(lambda req: [])
+    for corr in range(5):
+        _, writer = await asyncio.open_connection("127.0.0.1", server.bootstrap_port)
+        writer.write(produce_frame(corr, acks=0))
+        writer.close()
+    for _ in range(200):
+        if len(broker.received) == 5:
+            break
+        await asyncio.sleep(0.01)
+    assert sorted(r.correlation_id for r in broker.received) == list(range(5))
+    await asyncio.sleep(0.05)
+    assert metric(server, "rackguard_connections_open", {"listener": "bootstrap"}) == 0
