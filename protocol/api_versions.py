@@ -184,3 +184,13 @@ def cap_api_versions(
     parts.extend(out_entries)
     parts.append(mv[array_end:])
     return finish_frame(parts), changes
+
+
+def unsupported_version_response(correlation_id: int, max_version: int = MAX_VERSION) -> bytes:
+    """The v0-format answer a broker gives to an ApiVersions request it cannot parse.
+
+    Error UNSUPPORTED_VERSION and one entry, ApiVersions itself with the versions the
+    proxy reads, so the client retries with one of them (KIP-511's negotiation).
+    """
+    body = struct.pack(">hihhh", UNSUPPORTED_VERSION, 1, API_KEY, 0, max_version)
+    return struct.pack(">ii", 4 + len(body), correlation_id) + body

@@ -23,11 +23,11 @@ import asyncio
 import inspect
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, cast
 
-from protocol.apis import API_NAMES
+from protocol.apis import API_NAMES, api_name
 from protocol.framing import FrameSplitter
 from protocol.headers import peek_request, response_correlation_id
 from protocol.primitives import ProtocolError
@@ -86,6 +86,8 @@ class Hooks:
 
     request_hooks: dict[int, RequestHook]
     response_rewriters: dict[int, ResponseTransform]
+    # Highest version of an API whose messages the proxy must read; above it is bad input.
+    max_versions: Mapping[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +231,12 @@ class ClientConnection(asyncio.Protocol):
                             ProtocolError(f"unknown api key {api_key}"))
             return
         self._metrics.request(api_key)
+        highest = self._hooks.max_versions.get(api_key)
+        if highest is not None and api_version > highest:
+            self._bad_input("client", "unsupported_version", ProtocolError(
+                f"{api_name(api_key)} v{api_version} (the proxy reads up to v{highest}, "
+                "as its ApiVersions answer says)"))
+            return
         hook = self._hooks.request_hooks.get(api_key)
         if hook is None:
             self._apply(Forward(frame, True, self._hooks.response_rewriters.get(api_key)),

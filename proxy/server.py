@@ -16,8 +16,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from config.settings import Settings
+from protocol.api_versions import MAX_VERSION as API_VERSIONS_MAX
+from protocol.api_versions import PROXY_VERSION_CAPS, unsupported_version_response
 from protocol.apis import ApiKey
 from protocol.headers import parse_request_header
 from protocol.produce import peek_produce_acks
@@ -29,6 +32,7 @@ from proxy.connection import (
     Forward,
     Hooks,
     Limits,
+    Reply,
     RequestHook,
     UpstreamConnection,
 )
@@ -78,17 +82,20 @@ class ProxyServer:
         )
         self.produce_transform = self.rewriter.transforms()[ApiKey.PRODUCE]
         self._hooks = Hooks(
-            request_hooks={ApiKey.PRODUCE: produce_hook or self.forward_produce},
+            request_hooks={
+                ApiKey.PRODUCE: produce_hook or self.forward_produce,
+                ApiKey.API_VERSIONS: self.negotiate_api_versions,
+            },
             response_rewriters=self.rewriter.transforms(),
+            max_versions={key: cap for key, cap in PROXY_VERSION_CAPS.items()
+                          if key != ApiKey.API_VERSIONS},
         )
         self._stopping = False
 
     def set_produce_hook(self, hook: RequestHook) -> None:
         """Install the Produce hook (before ``start``: connections keep the hooks they got)."""
-        self._hooks = Hooks(
-            request_hooks={**self._hooks.request_hooks, ApiKey.PRODUCE: hook},
-            response_rewriters=self._hooks.response_rewriters,
-        )
+        self._hooks = replace(
+            self._hooks, request_hooks={**self._hooks.request_hooks, ApiKey.PRODUCE: hook})
 
     # ----- hooks
     def forward_produce(
@@ -97,6 +104,15 @@ class ProxyServer:
         """Produce with no policy: forward as is; acks=0 expects no response."""
         acks = produce_acks(frame)
         return Forward(frame, acks != 0, self.produce_transform)
+
+    def negotiate_api_versions(
+        self, client: ClientInfo, frame: memoryview, api_key: int, api_version: int, corr: int
+    ) -> Action:
+        """A newer ApiVersions than the proxy reads is answered as a broker would: with
+        UNSUPPORTED_VERSION in v0 format, and the client retries with a version it names."""
+        if api_version > API_VERSIONS_MAX:
+            return Reply(unsupported_version_response(corr))
+        return Forward(frame, True, self.rewriter.api_versions)
 
     # ----- listeners
     @property

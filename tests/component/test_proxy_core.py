@@ -227,3 +227,26 @@ async def test_requests_sent_just_before_the_client_leaves_still_arrive(make_pro
     assert sorted(r.correlation_id for r in broker.received) == list(range(5))
     await asyncio.sleep(0.05)
     assert metric(server, "rackguard_connections_open", {"listener": "bootstrap"}) == 0
+
+
+async def test_newer_api_versions_is_negotiated_down(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    from protocol.api_versions import read_api_versions
+
+    server, broker = await make_proxy(lambda req: [echo_response(req.correlation_id)])
+    client = await RawClient.connect(server.bootstrap_port)
+    client.send(opaque_request(18, 9, 41))  # a future ApiVersions the proxy cannot read
+    frame = await client.recv()
+    assert corr_of(frame) == 41
+    assert read_api_versions(frame, 0) == (35, [(18, 0, 4)])
+    assert broker.received == []  # answered by the proxy, like a broker would
+
+
+async def test_version_above_what_the_proxy_reads_is_refused(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    server, broker = await make_proxy(lambda req: [echo_response(req.correlation_id)])
+    for key, version in ((3, 14), (1, 16), (10, 7), (78, 0)):
+        client = await RawClient.connect(server.bootstrap_port)
+        client.send(opaque_request(key, version, 1))
+        assert await client.closed(), (key, version)
+    assert broker.received == []
+    assert metric(server, "rackguard_bad_frames_total",
+                  {"side": "client", "reason": "unsupported_version"}) == 4

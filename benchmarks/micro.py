@@ -1,0 +1,124 @@
+"""Microbenchmarks of the hot-path pieces; prints one line per figure.
+
+    .venv/bin/python benchmarks/micro.py            # full
+    .venv/bin/python benchmarks/micro.py --quick    # a smoke run (CI)
+
+Figures are medians of repeated timings on this machine; they are reported,
+not asserted (timed assertions flake on shared machines).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kafka.protocol.metadata import MetadataResponse  # noqa: E402
+
+from protocol.addresses import BrokerAddress  # noqa: E402
+from protocol.headers import parse_request_header  # noqa: E402
+from protocol.metadata import (  # noqa: E402
+    MetadataSnapshot,
+    PartitionMetadata,
+    TopicMetadata,
+    read_metadata,
+    rewrite_metadata_brokers,
+)
+from protocol.produce import peek_produce_acks, walk_produce_request  # noqa: E402
+from proxy.cluster_view import ClusterViewStore  # noqa: E402
+from proxy.policy import RackRule, decide  # noqa: E402
+from tests.unit._produce_oracle import kp_request, make_batch  # noqa: E402
+
+RACKS = ["rack-a", "rack-b", "rack-c"]
+
+
+def timeit(fn: Callable[[], object], repeat: int, number: int) -> float:
+    """Median seconds per call."""
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        samples.append((time.perf_counter() - start) / number)
+    return statistics.median(samples)
+
+
+def metadata_frame(partitions: int, version: int = 12) -> bytes:
+    cls = MetadataResponse
+    brokers = [cls.MetadataResponseBroker(node_id=n, host=f"broker-{n}.internal", port=9092,
+                                          rack=RACKS[(n - 1) % 3]) for n in range(1, 7)]
+    topics = []
+    per_topic = 50
+    for t in range(max(1, partitions // per_topic)):
+        parts = [cls.MetadataResponseTopic.MetadataResponsePartition(
+            error_code=0, partition_index=p, leader_id=1 + p % 6, leader_epoch=3,
+            replica_nodes=[1 + (p + i) % 6 for i in range(5)],
+            isr_nodes=[1 + (p + i) % 6 for i in range(5)], offline_replicas=[])
+            for p in range(per_topic)]
+        topics.append(cls.MetadataResponseTopic(
+            error_code=0, name=f"topic-{t}", topic_id=uuid.uuid4(), is_internal=False,
+            partitions=parts))
+    resp = cls(version=version, throttle_time_ms=0, brokers=brokers, cluster_id="c",
+               controller_id=1, topics=topics)
+    resp.with_header(correlation_id=1)
+    return bytes(resp.encode(header=True, framed=True))
+
+
+def snapshot(topics: int, partitions: int) -> MetadataSnapshot:
+    brokers = tuple(BrokerAddress(n, "h", 9092, RACKS[(n - 1) % 3]) for n in range(1, 7))
+    return MetadataSnapshot(
+        brokers=brokers, cluster_id="c", controller_id=1,
+        topics=tuple(TopicMetadata(f"topic-{t}", None, 0, False, tuple(
+            PartitionMetadata(p, 0, 1 + p % 6, 0, tuple(1 + (p + i) % 6 for i in range(5)),
+                              tuple(1 + (p + i) % 6 for i in range(5)), ())
+            for p in range(partitions))) for t in range(topics)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="rackguard microbenchmarks")
+    parser.add_argument("--quick", action="store_true", help="a few iterations only (smoke)")
+    args = parser.parse_args(argv)
+    repeat, number = (3, 20) if args.quick else (7, 2000)
+
+    frame = memoryview(kp_request(9, [("topic-0", [(p, make_batch(1)) for p in range(10)])]))
+    header = parse_request_header(frame)
+    acks = timeit(lambda: peek_produce_acks(frame, parse_request_header(frame)), repeat, number)
+    print(f"produce acks peek (policy off path): {acks * 1e6:8.2f} us per request")
+    walk = timeit(lambda: walk_produce_request(frame, header), repeat, number)
+    print(f"produce walk, 10 partitions:         {walk * 1e6:8.2f} us per request")
+
+    store = ClusterViewStore(time.monotonic)
+    store.apply_metadata(snapshot(1, 10), full=True)
+    request = walk_produce_request(frame, header)
+    rule = RackRule(default_min_racks=2)
+    view = store.view
+    now = time.monotonic()
+    per = timeit(lambda: decide(request, view, rule, now), repeat, number) / 10
+    print(f"rack decision, ISR of 5:             {per * 1e6:8.2f} us per partition")
+
+    meta = metadata_frame(2000)
+
+    def mapper(node_id: int, host: str, port: int) -> tuple[str, int]:
+        return "127.0.0.1", 9100 + node_id
+
+    few = max(1, number // 20)
+    rewrite = timeit(lambda: rewrite_metadata_brokers(meta, 12, mapper), repeat, few)
+    print(f"metadata v12 rewrite, 2,000 parts:   {rewrite * 1e3:8.3f} ms")
+    read = timeit(lambda: read_metadata(meta, 12), repeat, max(1, number // 200))
+    print(f"metadata v12 read, 2,000 parts:      {read * 1e3:8.3f} ms")
+
+    big = snapshot(2000, 50) if not args.quick else snapshot(20, 50)
+    update = timeit(lambda: store.apply_metadata(big, full=True), 3, 1)
+    print(f"cluster view update, {sum(len(t.partitions) for t in big.topics):,} parts: "
+          f"{update * 1e3:8.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
