@@ -115,6 +115,7 @@ class ClientConnection(asyncio.Protocol):
         self._splitter = FrameSplitter(limits.max_frame_size)
         self._queue = ResponseQueue()
         self._held: deque[memoryview] = deque()
+        self._outbox: list[bytes | memoryview] = []  # forwarded, not yet written upstream
         self._holding = True  # until the upstream connection is up
         self._transport: asyncio.Transport | None = None
         self._upstream: asyncio.Transport | None = None
@@ -162,6 +163,7 @@ class ClientConnection(asyncio.Protocol):
 
     def close(self) -> None:
         """Close both sides now (bad input, broker gone, proxy stopping)."""
+        self._send_upstream()  # requests read before the reason to close still go, in order
         self._closed = True
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()  # its connection_lost completes the shutdown
@@ -211,6 +213,7 @@ class ClientConnection(asyncio.Protocol):
                 self._held.append(frame)
                 continue
             self._handle_request(frame)
+        self._send_upstream()
         if len(self._held) > _MAX_HELD_FRAMES:
             self._pause_client("held")
 
@@ -267,9 +270,21 @@ class ClientConnection(asyncio.Protocol):
         self._apply(action, api_key, api_version, corr)
         self._release_held()
 
+    def _send_upstream(self) -> None:
+        """Write the frames forwarded since the last call, in one write when several."""
+        outbox = self._outbox
+        if not outbox or self._upstream is None:
+            return
+        if len(outbox) == 1:
+            self._upstream.write(outbox[0])
+        else:
+            self._upstream.writelines(outbox)
+        self._outbox = []
+
     def _release_held(self) -> None:
         while self._held and not self._holding and not self._closed:
             self._handle_request(self._held.popleft())
+        self._send_upstream()
         if not self._held:
             self._resume_client("held")
         self._finish_if_client_gone()
@@ -280,8 +295,7 @@ class ClientConnection(asyncio.Protocol):
                 self._queue.expect_upstream(corr, api_key, api_version, action.transform)
             else:
                 self._queue.expect_none(corr)
-            assert self._upstream is not None
-            self._upstream.write(action.frame)
+            self._outbox.append(action.frame)
         elif isinstance(action, Reply):
             self._queue.local(corr, api_key, api_version, action.frame)
             self._flush()

@@ -22,8 +22,7 @@ from config.settings import Settings
 from protocol.api_versions import MAX_VERSION as API_VERSIONS_MAX
 from protocol.api_versions import PROXY_VERSION_CAPS, unsupported_version_response
 from protocol.apis import ApiKey
-from protocol.headers import parse_request_header
-from protocol.produce import peek_produce_acks
+from protocol.produce import peek_acks
 from proxy.addressing import AddressBook, AddressRewriter
 from proxy.connection import (
     Action,
@@ -49,7 +48,7 @@ def produce_acks(frame: memoryview) -> int:
     Produce v0-v2 (removed in Kafka 4) is refused as bad input: the proxy cannot
     check it, and forwarding it unchecked would bypass the rack rule.
     """
-    return peek_produce_acks(frame, parse_request_header(frame))
+    return peek_acks(frame)
 
 
 class ProxyServer:

@@ -579,3 +579,20 @@ def test_rewrite_endpoints_keeps_other_top_level_tags() -> None:
 
 def test_uuid_helper() -> None:
     assert tid(5) == uuid.UUID(int=5).bytes
+
+
+@pytest.mark.parametrize("version", range(3, 14))
+@pytest.mark.parametrize("acks", [-1, 0, 1])
+@pytest.mark.parametrize("txn", [None, "txn-1"])
+def test_peek_acks_agrees_with_the_header_based_peek(version: int, acks: int,
+                                                      txn: str | None) -> None:
+    from protocol.produce import peek_acks
+
+    key: TopicKey = tid(1) if version >= 13 else "t"
+    frame = kp_request(version, [(key, [(0, make_batch(1))])], acks=acks, transactional_id=txn)
+    assert peek_acks(frame) == acks == peek_produce_acks(frame, parse_request_header(frame))
+    for cut in range(len(frame)):  # a cut frame gives the right acks or ProtocolError
+        try:
+            assert peek_acks(frame[:cut]) == acks
+        except ProtocolError:
+            pass
