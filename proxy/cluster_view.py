@@ -58,6 +58,9 @@ class ClusterView:
     topic_ids: Mapping[bytes, str] = field(default_factory=lambda: MappingProxyType({}))
     refreshed_at: float | None = None  # monotonic time of the last full refresh
     cluster_id: str | None = None
+    # Memo of isr_racks per ISR; the view is immutable, so an answer never goes stale.
+    _rack_memo: dict[tuple[int, ...], tuple[str, ...]] = field(
+        default_factory=dict, init=False, compare=False, repr=False)
 
     def topic(self, key: str | bytes) -> TopicState | None:
         name = self.topic_ids.get(key) if isinstance(key, bytes) else key
@@ -70,12 +73,16 @@ class ClusterView:
     def isr_racks(self, isr: tuple[int, ...]) -> tuple[str, ...]:
         """Distinct racks of the ISR, sorted. A rackless broker counts as the rack "";
         a node never seen in any broker list counts as no rack (it proves nothing)."""
+        known = self._rack_memo.get(isr)
+        if known is not None:
+            return known
         seen: set[str] = set()
         for node_id in isr:
             if node_id in self.racks:
                 rack = self.racks[node_id]
                 seen.add(NO_RACK if rack is None else rack)
-        return tuple(sorted(seen))
+        racks = self._rack_memo[isr] = tuple(sorted(seen))
+        return racks
 
     def age(self, now: float, topic: TopicState | None = None) -> float:
         """Seconds since this topic (or the whole view) was last confirmed."""

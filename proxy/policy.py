@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from protocol.produce_request import ProduceRequest, TopicKey
 from proxy.cluster_view import ClusterView
@@ -79,8 +80,9 @@ class RackRule:
                 *(v for _, v in self.prefix_min_racks)]
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
+    """One partition's decision (a named tuple: built once per partition on the hot path)."""
+
     topic_key: TopicKey
     topic: str | None  # the name, when the view knows it
     partition: int
