@@ -16,7 +16,6 @@ place upstream addresses are kept; it is replaced entry by entry only through
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
@@ -26,7 +25,6 @@ from protocol.apis import API_NAMES, ApiKey, api_name
 from protocol.describe_cluster import describe_cluster_endpoint_type, rewrite_describe_cluster
 from protocol.find_coordinator import rewrite_find_coordinator
 from protocol.metadata import rewrite_metadata_brokers
-from protocol.primitives import ProtocolError
 from protocol.produce import rewrite_produce_response_endpoints_seen
 from proxy.metrics import ProxyMetrics
 from proxy.response_queue import ResponseTransform
@@ -113,19 +111,10 @@ class AddressRewriter:
         return data
 
     def metadata(self, frame: memoryview, version: int) -> bytes | Awaitable[bytes]:
-        if self._metadata_observers:
-            # the cluster view learns from it right after the client has its answer
-            asyncio.get_running_loop().call_soon(self._observe, frame, version)
+        for observe in self._metadata_observers:
+            observe(frame, version)  # observers must not block: they schedule their work
         data, brokers = rewrite_metadata_brokers(frame, version, self.map_address)
         return self._release(ApiKey.METADATA, data, brokers)
-
-    def _observe(self, frame: memoryview, version: int) -> None:
-        for observe in self._metadata_observers:
-            try:
-                observe(frame, version)
-            except ProtocolError as exc:  # the client got the bytes; the view keeps its state
-                log.warning("cluster view could not read a Metadata v%d response: %s",
-                            version, exc)
 
     def find_coordinator(self, frame: memoryview, version: int) -> bytes | Awaitable[bytes]:
         data, brokers = rewrite_find_coordinator(frame, version, self.map_address)

@@ -19,7 +19,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 
 from config.settings import Settings, SettingsError
-from protocol.metadata import MetadataSnapshot, read_metadata
+from protocol.addresses import BrokerAddress
 from proxy.cluster_view import ClusterView, ClusterViewStore
 from proxy.enforcement import EnforcementSettings, RackEnforcer
 from proxy.enforcement_metrics import EnforcementMetrics
@@ -124,11 +124,11 @@ class Rackguard:
 
     # ----- view feeding
     def _observe_metadata(self, frame: memoryview, version: int) -> None:
-        self.store.apply_metadata(read_metadata(frame, version), full=False)
+        self.poller.feeder.absorb_soon(frame, version)
 
-    def _learn_addresses(self, snapshot: MetadataSnapshot) -> None:
-        self.server.book.learn(snapshot.brokers)
-        missing = [b.node_id for b in snapshot.brokers if not self.server.has_listener(b.node_id)]
+    def _learn_addresses(self, brokers: tuple[BrokerAddress, ...]) -> None:
+        self.server.book.learn(brokers)
+        missing = [b.node_id for b in brokers if not self.server.has_listener(b.node_id)]
         if missing:
             asyncio.ensure_future(self.server.ensure_listeners(missing))
 

@@ -132,6 +132,22 @@ class ClusterViewStore:
 
     def apply_metadata(self, snapshot: MetadataSnapshot, full: bool) -> ClusterView:
         """Merge a Metadata response. ``full``: it listed every topic (the poller's)."""
+        new = self.build(snapshot, full)
+        self.install(new)
+        return new
+
+    def install(self, new: ClusterView) -> ClusterView:
+        """Make ``new`` (from :meth:`build`) the current view; return the one it replaced."""
+        old = self._view
+        self._swap(old, new)
+        return old
+
+    def build(self, snapshot: MetadataSnapshot, full: bool) -> ClusterView:
+        """The view after merging ``snapshot`` into the current one, not yet installed.
+
+        Pure with respect to the store (reads only the current, immutable view), so a
+        large one can be built on a worker thread while the event loop keeps serving.
+        """
         now = self._clock()
         old = self._view
         brokers = {
@@ -173,7 +189,6 @@ class ClusterViewStore:
             refreshed_at=now if full else old.refreshed_at,
             cluster_id=snapshot.cluster_id or old.cluster_id,
         )
-        self._swap(old, new)
         return new
 
     def apply_min_insync_replicas(self, values: Mapping[str, int]) -> ClusterView:

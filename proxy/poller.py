@@ -25,10 +25,11 @@ from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 
 from config.settings import Settings
+from protocol.addresses import BrokerAddress
 from protocol.api_versions import read_api_versions
 from protocol.apis import ApiKey
-from protocol.metadata import MetadataSnapshot, read_metadata
 from proxy.cluster_view import ClusterViewStore
+from proxy.view_feeder import ViewFeeder
 
 log = logging.getLogger("rackguard.poller")
 
@@ -72,12 +73,14 @@ class MetadataPoller:
         self,
         settings: Settings,
         store: ClusterViewStore,
-        on_metadata: Callable[[MetadataSnapshot], None],
+        on_metadata: Callable[[tuple[BrokerAddress, ...]], None],
         failures: Callable[[], None],
         clock: Callable[[], float],
+        feeder: ViewFeeder | None = None,
     ) -> None:
         self._settings = settings
         self._store = store
+        self._feeder = feeder if feeder is not None else ViewFeeder(store)
         self._on_metadata = on_metadata
         self._count_failure = failures
         self._clock = clock
@@ -104,6 +107,11 @@ class MetadataPoller:
                 pass
         if self._conn is not None:
             self._conn.close()
+        self._feeder.close()
+
+    @property
+    def feeder(self) -> ViewFeeder:
+        return self._feeder
 
     def refresh_now(self) -> asyncio.Future[bool]:
         """Wake the poller; resolves with the success of a poll that starts after this call."""
@@ -130,10 +138,10 @@ class MetadataPoller:
         timeout = self._settings.connect_timeout_ms / 1000
         try:
             conn = await self._connection(timeout)
-            snapshot = await self._metadata(conn, timeout)
-            self._store.apply_metadata(snapshot, full=True)
-            self._on_metadata(snapshot)
-            topics = frozenset(t.name for t in snapshot.topics if t.name and t.error_code == 0)
+            frame, version = await self._metadata(conn, timeout)
+            brokers = await self._feeder.absorb(frame, version, full=True)
+            self._on_metadata(brokers)
+            topics = frozenset(self._store.view.topics)
             now = self._clock()
             interval = self._settings.topic_config_refresh_interval_ms / 1000
             if topics - self._known_topics or now - self._configs_at >= interval:
@@ -199,7 +207,7 @@ class MetadataPoller:
             return conn
         raise PollError("no upstream reachable: " + "; ".join(errors))
 
-    async def _metadata(self, conn: _Conn, timeout: float) -> MetadataSnapshot:
+    async def _metadata(self, conn: _Conn, timeout: float) -> tuple[bytes, int]:
         _, hi = conn.versions.get(ApiKey.METADATA, (0, 0))
         version = min(hi, METADATA_MAX)
         if version < 1:
@@ -208,7 +216,7 @@ class MetadataPoller:
         if version >= 4:
             kwargs["allow_auto_topic_creation"] = False
         request = MetadataRequest(version=version, **kwargs)
-        return read_metadata(await conn.call(request, timeout), version)
+        return await conn.call(request, timeout), version
 
     async def _topic_configs(
         self, conn: _Conn, topics: list[str], timeout: float
