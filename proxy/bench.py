@@ -20,6 +20,7 @@ import os
 import shutil
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -55,6 +56,7 @@ class Results:
     samples: list[Sample] = field(default_factory=list)
     latencies: dict[str, list[float]] = field(default_factory=dict)
     peak_rss_mb: dict[str, float] = field(default_factory=dict)
+    rss_100_connections_mb: dict[str, float] = field(default_factory=dict)
 
 
 def free_port() -> int:
@@ -117,6 +119,33 @@ def peak_rss_mb(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def rss_with_connections(target: Target, count: int) -> float:
+    """The proxy's RSS while ``count`` clients hold a connection that has done ApiVersions."""
+    assert target.pid is not None
+    host, port = target.bootstrap.rsplit(":", 1)
+    request = struct.pack(">ihhih", 10, 18, 0, 1, 0)  # ApiVersions v0, empty client id
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.create_connection((host, int(port)), 5)
+            s.sendall(request)
+            sockets.append(s)
+        for s in sockets:
+            size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+            s.recv(size, socket.MSG_WAITALL)
+        return rss_mb(target.pid)
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def producer(bootstrap: str, **extra: Any) -> Any:
@@ -216,6 +245,7 @@ def run(args: argparse.Namespace) -> Results:
                 print(f"round {r + 1}/{args.rounds} {target.name}: done", file=sys.stderr)
         for target in targets:
             if target.pid:
+                results.rss_100_connections_mb[target.name] = rss_with_connections(target, 100)
                 results.peak_rss_mb[target.name] = peak_rss_mb(target.pid)
     return results
 
@@ -235,6 +265,7 @@ def summarize(results: Results, sizes: list[int]) -> dict[str, Any]:
         row["p50_ms"] = pct(lat, 0.5) if lat else None
         row["p99_ms"] = pct(lat, 0.99) if lat else None
         row["peak_rss_mb"] = results.peak_rss_mb.get(name)
+        row["rss_100_connections_mb"] = results.rss_100_connections_mb.get(name)
         summary[name] = row
     return summary
 
@@ -248,7 +279,7 @@ def table(summary: dict[str, Any], sizes: list[int]) -> str:
         label = f"{size / 1024:g}KB MB/s"
         head += (f" {label:>11}  {'x direct':>8}  {'x tansu':>7}  {'rec/s':>8}"
                  f"  {'CPU s/GB':>8} ")
-    head += f"  {'p50 ms':>6}  {'p99 ms':>6}  {'+p50 ms':>7}  {'RSS MB':>6}"
+    head += f"  {'p50 ms':>6}  {'p99 ms':>6}  {'+p50 ms':>7}  {'RSS MB':>6}  {'@100 conn':>9}"
     lines.append(head)
     for name, row in summary.items():
         line = f"{name:<18}"
@@ -261,10 +292,9 @@ def table(summary: dict[str, Any], sizes: list[int]) -> str:
             line += (f" {mb:11.1f}  {vs_direct:8.2f}  {vs_peer:7.2f}"
                      f"  {row[f'{size}B_records_s']:8.0f}  {cpu_text} ")
         added = (row["p50_ms"] - direct["p50_ms"]) if direct and row["p50_ms"] else 0.0
-        rss = row["peak_rss_mb"]
-        line += (f"  {row['p50_ms']:6.2f}  {row['p99_ms']:6.2f}  {added:+7.2f}"
-                 f"  {rss:6.1f}" if rss else
-                 f"  {row['p50_ms']:6.2f}  {row['p99_ms']:6.2f}  {added:+7.2f}       -")
+        rss, rss100 = row["peak_rss_mb"], row["rss_100_connections_mb"]
+        line += f"  {row['p50_ms']:6.2f}  {row['p99_ms']:6.2f}  {added:+7.2f}"
+        line += f"  {rss:6.1f}  {rss100:9.1f}" if rss and rss100 else f"  {'-':>6}  {'-':>9}"
         lines.append(line)
     return "\n".join(lines)
 
