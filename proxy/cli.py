@@ -73,6 +73,18 @@ SERVE_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "--max-frame-size": ("max_frame_size", _flag(int, "BYTES", "largest accepted frame")),
     "--shutdown-timeout-ms": ("shutdown_timeout_ms", _flag(
         int, "MS", "time in-flight requests get to finish on SIGTERM/SIGINT")),
+    "--ledger-dir": ("ledger_dir", _flag(
+        str, "PATH", "write the decision ledger and cluster snapshots here (default: off)")),
+    "--ledger-rotate-bytes": ("ledger_rotate_bytes", _flag(
+        int, "BYTES", "start a new ledger file at this size (default 64 MiB)")),
+    "--ledger-rotate-seconds": ("ledger_rotate_seconds", _flag(
+        int, "S", "start a new ledger file at this age (default 3600)")),
+    "--ledger-queue-size": ("ledger_queue_size", _flag(
+        int, "ROWS", "ledger rows queued for the writer before rows are dropped (100000)")),
+    "--ledger-snapshot-interval-ms": ("ledger_snapshot_interval_ms", _flag(
+        int, "MS", "interval of cluster snapshots in the ledger directory (default 30000)")),
+    "--instance-id": ("instance_id", _flag(
+        str, "NAME", "this proxy's name in ledger rows (default HOSTNAME-BOOTSTRAP_PORT)")),
     "--log-level": ("log_level", _flag(str, "LEVEL", "DEBUG, INFO, WARNING or ERROR")),
     "--log-format": ("log_format", _flag(str, "FORMAT", "text (default) or json")),
 }
@@ -99,6 +111,17 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "simulate",
         help="run the multi-rack cluster simulator (a test double; see its --help)",
+        add_help=False,
+    )
+    commands.add_parser(
+        "report",
+        help="reports over the decision ledger: durability, whatif, placement, audit-loss "
+        "(PySpark; see its --help)",
+        add_help=False,
+    )
+    commands.add_parser(
+        "dump-offsets",
+        help="write every offset of a topic to Parquet/JSON Lines for report audit-loss",
         add_help=False,
     )
     from proxy.bench import build_parser as bench_parser
@@ -154,6 +177,11 @@ def main(argv: list[str] | None = None) -> int:
         from simulator.cli import main as simulate
 
         return simulate(argv[1:])
+    if argv[:1] in (["report"], ["dump-offsets"]):
+        from proxy import report_cli
+
+        entry = report_cli.report if argv[0] == "report" else report_cli.dump_offsets
+        return entry(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -9,6 +9,9 @@ walked (no record bytes copied), the pure policy decides per partition, and:
   and the broker's answer is merged with the synthetic errors.
 A request naming a partition the view does not know waits (bounded) for one
 metadata refresh, then is decided on whatever the view holds.
+With a decision ledger (proxy.ledger), every decision is also recorded, and
+the broker's answer to forwarded partitions is read for it; the ledger never
+changes an action.
 
 Invariant: nothing here turns a failed produce into a successful one; a
 rejection is always an error code the client sees for that partition.
@@ -20,6 +23,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from protocol.headers import RequestHeader, parse_request_header
 from protocol.produce import (
@@ -45,6 +49,9 @@ from proxy.policy import (
 from proxy.response_queue import ResponseTransform
 from proxy.server import produce_acks
 
+if TYPE_CHECKING:
+    from proxy.ledger import DecisionLedger
+
 log = logging.getLogger("rackguard.enforcement")
 
 
@@ -65,8 +72,10 @@ class RackEnforcer:
         response_transform: ResponseTransform,
         metrics: EnforcementMetrics,
         clock: Callable[[], float],
+        ledger: DecisionLedger | None = None,
     ) -> None:
         self.settings = settings
+        self._ledger = ledger  # None: off, and nothing below costs anything
         self._store = store
         self._refresh = refresh
         self._transform = response_transform
@@ -118,19 +127,26 @@ class RackEnforcer:
         request: ProduceRequest,
         verified: bool = True,
     ) -> Action:
-        decisions = decide(request, self._store.view, settings.rule, self._clock(),
-                           unknown_verified=verified)
+        now = self._clock()
+        view = self._store.view
+        decisions = decide(request, view, settings.rule, now, unknown_verified=verified)
         rejected = [d for d in decisions if d.verdict.rejects]
         self._metrics.record(decisions, settings.observe, client)
+        pending = None
+        if self._ledger is not None:
+            pending = self._ledger.record(client, header, request, frame, decisions, view,
+                                          settings.observe, settings.dedicated_code, now)
         if not rejected or settings.observe:
-            return Forward(frame, True, self._transform)
+            transform = self._transform
+            return Forward(frame, True, pending.wrap(transform) if pending else transform)
         synthetic = {(d.topic_key, d.partition): self._result(d, settings) for d in rejected}
         if len(rejected) == len(decisions):
             return Reply(merge_produce_responses(
                 header.api_version, header.correlation_id, request, None, synthetic))
         keys: set[tuple[TopicKey, int]] = set(synthetic)
         forwarded = drop_partitions(frame, header, request, keys)
-        return Forward(forwarded, True, self._merger(header, request, synthetic))
+        merger = self._merger(header, request, synthetic)
+        return Forward(forwarded, True, pending.wrap(merger) if pending else merger)
 
     def _merger(
         self,

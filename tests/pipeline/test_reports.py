@@ -1,0 +1,236 @@
+"""The four reports on a small hand-written ledger whose answers are worked out below.
+
+Invariants under test: figures per topic and hour and overall match hand
+computation; rows of two proxy instances with the same request numbers are
+two requests, not one; malformed lines (not JSON, wrong type, missing field,
+unknown decision, torn snapshot line) are counted, never silently dropped,
+and kept out of every figure; an empty ledger gives zeros, not an error; the
+written outputs (tables, summary.json, report.html with an SVG chart) exist.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.dump_offsets import write_rows
+from pipeline.jobs import run
+from pipeline.ledger_io import read_ledger
+from pipeline.reports import audit_loss, durability, placement, whatif
+from pipeline.session import missing_requirement
+
+pytestmark = pytest.mark.spark
+
+T = 1_699_999_200.0  # an hour boundary (UTC)
+H0 = str(int(T))  # hours are keyed by epoch seconds, whatever the local time zone
+H1 = str(int(T) + 3600)
+
+
+def prod(inst: str, req: int, ts: float, topic: str, part: int, racks: list[str],
+         decision: str, wire: int | None, nbytes: int, records: int = 1,
+         base: int | None = None, reason: str = "") -> dict[str, Any]:
+    return {"v": 1, "kind": "produce", "ts": ts, "instance": inst, "req": req,
+            "client_id": "c", "client_addr": "127.0.0.1:1", "topic": topic, "partition": part,
+            "leader": 1, "isr": list(range(1, len(racks) + 1)), "isr_racks": racks,
+            "required_racks": 2, "min_isr": 2, "decision": decision, "reason": reason,
+            "wire_error": wire, "broker_error": None if decision == "rejected" else wire,
+            "base_offset": base, "records": records, "bytes": nbytes, "latency_ms": 1.0,
+            "metadata_age_ms": 5.0}
+
+
+def snap(inst: str, ts: float, topic: str, part: int, isr_racks: list[str],
+         replica_racks: list[str]) -> dict[str, Any]:
+    return {"v": 1, "kind": "partition", "ts": ts, "instance": inst, "snapshot": 1,
+            "interval_s": 10.0, "topic": topic, "partition": part, "leader": 1,
+            "replicas": [1, 2, 3], "replica_racks": replica_racks, "isr": [1],
+            "isr_racks": isr_racks, "min_isr": 2, "required_racks": 2,
+            "metadata_age_ms": 1.0}
+
+
+AB, A, ABC = ["a", "b"], ["a"], ["a", "b", "c"]
+NER, STALE, OBS = "NOT_ENOUGH_RACKS", "METADATA_STALE", "observed-would-reject"
+
+PROXY_A = [
+    prod("A", 1, T + 10, "orders", 0, AB, "forwarded", 0, 100, 2, 0),
+    prod("A", 1, T + 10, "orders", 1, A, "forwarded", 0, 50, 1, 0),
+    prod("A", 2, T + 20, "orders", 0, A, "rejected", 19, 70, reason=NER),
+    prod("A", 3, T + 3605, "orders", 0, ABC, "forwarded", 0, 200, 3, 2),
+]
+PROXY_B = [
+    prod("B", 1, T + 30, "orders", 1, A, OBS, 0, 30, 1, 1, reason=NER),
+    prod("B", 2, T + 40, "audit", 0, AB, "forwarded", 6, 10, 1, -1),
+    prod("B", 3, T + 50, "orders", 0, [], "rejected", 19, 5, reason=STALE),
+]
+BAD_DECISIONS = [
+    "this is not json",
+    json.dumps({**PROXY_A[0], "ts": "yesterday"}),
+    json.dumps({k: v for k, v in PROXY_A[0].items() if k != "topic"}),
+    json.dumps({**PROXY_A[0], "decision": "bogus"}),
+]
+SNAPSHOTS = [
+    snap("A", T + 0, "orders", 0, AB, ABC), snap("A", T + 10, "orders", 0, A, ABC),
+    snap("B", T + 15, "orders", 0, A, ABC), snap("A", T + 20, "orders", 0, A, ABC),
+    snap("A", T + 30, "orders", 0, ABC, ABC),
+    snap("A", T + 0, "orders", 1, A, A), snap("A", T + 100, "orders", 1, A, A),
+    snap("B", T + 0, "audit", 0, A, A), snap("B", T + 50, "audit", 0, AB, AB),
+    snap("B", T + 60, "audit", 0, A, A),
+    {"v": 1, "kind": "broker", "ts": T, "instance": "A", "snapshot": 1, "interval_s": 10.0,
+     "node_id": 1, "rack": "a", "live": True},
+]
+BAD_SNAPSHOTS = ['{"kind":"partition","ts":1}', '{"kind":"partition","ts":16999']
+
+
+def write_ledger(d: Path) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "decisions-A-1.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in PROXY_A) + "\n" + BAD_DECISIONS[0] + "\n")
+    sub = d / "proxy-b"  # files of another instance, in a subdirectory
+    sub.mkdir()
+    (sub / "decisions-B-1.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in PROXY_B)
+        + "".join(line + "\n" for line in BAD_DECISIONS[1:]))
+    (d / "snapshots-A-1.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in SNAPSHOTS) + "\n".join(BAD_SNAPSHOTS))
+    (d / "unrelated.txt").write_text("ignored")
+    return d
+
+
+@pytest.fixture(scope="module")
+def ledger(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return read_ledger(spark, [write_ledger(tmp_path_factory.mktemp("ledger"))])
+
+
+def by_key(df: Any, *keys: str) -> dict[Any, dict[str, Any]]:
+    out = {}
+    for r in df.collect():
+        d = r.asDict()
+        k = tuple(str(int(d[k].timestamp())) if isinstance(d[k], datetime) else str(d[k])
+                  for k in keys)
+        out[k if len(k) > 1 else k[0]] = d
+    return out
+
+
+def test_durability(spark: Any, ledger: Any) -> None:
+    rep = durability(spark, ledger, 2)
+    s = rep.summary
+    assert (s["malformed_decision_rows"], s["malformed_snapshot_rows"]) == (4, 2)
+    assert "this is not json" in s["malformed_samples"]
+    assert s["instances"] == ["A", "B"]
+    assert (s["produce_requests"], s["partition_writes"], s["acked_writes"]) == (6, 7, 4)
+    assert (s["acked_bytes"], s["acked_bytes_ge_n"], s["acked_records"]) == (380, 300, 7)
+    assert s["share_bytes_ge_n"] == pytest.approx(300 / 380)
+    assert (s["rejected_writes"], s["observed_would_reject"], s["broker_errors"]) == (2, 1, 1)
+    assert s["rejections_by_reason"] == {
+        "rejected:NOT_ENOUGH_RACKS": 1, "rejected:METADATA_STALE": 1,
+        "observed-would-reject:NOT_ENOUGH_RACKS": 1}
+    # snapshot time (each snapshot: until the next, at most 2 x 10 s): orders-0 at 10 s,
+    # under 5+5+10 s; orders-1 under 20 s (not 100); audit-0 under 20 s, at 10 s;
+    # the last snapshot of each counts nothing
+    assert (s["seconds_under"], s["seconds_at"], s["seconds_above"]) == (60, 20, 0)
+    assert s["seconds_observed"] == 80
+    hours = by_key(rep.tables["by_topic_hour"], "topic", "hour")
+    o0 = hours[("orders", H0)]
+    assert (o0["produce_requests"], o0["partition_writes"], o0["acked_writes"]) == (4, 5, 3)
+    assert (o0["acked_bytes"], o0["acked_bytes_ge_n"]) == (180, 100)
+    assert o0["share_bytes_ge_n"] == pytest.approx(100 / 180)
+    o1 = hours[("orders", H1)]
+    assert (o1["produce_requests"], o1["acked_bytes"], o1["share_bytes_ge_n"]) == (1, 200, 1.0)
+    a0 = hours[("audit", H0)]
+    assert (a0["acked_writes"], a0["broker_errors"], a0["share_bytes_ge_n"]) == (0, 1, None)
+    parts = by_key(rep.tables["rack_time_by_partition"], "topic", "partition")
+    assert (parts[("orders", "0")]["seconds_under"], parts[("orders", "0")]["seconds_at"]) == (
+        20, 10)
+    assert parts[("orders", "1")]["seconds_under"] == 20
+    rej = by_key(rep.tables["rejections"], "topic", "decision", "reason")
+    assert rej[("orders", "rejected", NER)]["bytes"] == 70
+    title, time_share, byte_share = rep.charts[0]
+    assert time_share and byte_share and ">= 2 racks" in title
+
+
+def test_whatif(spark: Any, ledger: Any) -> None:
+    rep = whatif(spark, ledger, [2, 3])
+    n2, n3 = rep.summary["by_min_racks"]["2"], rep.summary["by_min_racks"]["3"]
+    assert (n2["acked_requests"], n2["acked_writes"], n2["acked_bytes"]) == (3, 4, 380)
+    assert (n2["would_reject_requests"], n2["would_reject_writes"]) == (2, 2)
+    assert (n2["would_reject_bytes"], n2["would_reject_records"]) == (80, 2)
+    assert (n3["would_reject_requests"], n3["would_reject_writes"]) == (2, 3)
+    assert (n3["would_reject_bytes"], n3["would_reject_records"]) == (180, 4)
+    assert n3["share_bytes_rejected"] == pytest.approx(180 / 380)
+    hours = by_key(rep.tables["by_topic_hour"], "min_racks", "topic", "hour")
+    assert hours[("2", "orders", H0)]["would_reject_bytes"] == 80
+    assert hours[("2", "orders", H1)]["would_reject_bytes"] == 0
+    assert rep.summary["malformed_decision_rows"] == 4
+
+
+def test_placement(spark: Any, ledger: Any) -> None:
+    rep = placement(spark, ledger, 2)
+    assert (rep.summary["partitions"], rep.summary["under_now"], rep.summary["ever_under"]) == (
+        3, 2, 2)
+    bad = by_key(rep.tables["under_replicated_racks"], "topic", "partition")
+    assert set(bad) == {("orders", "1"), ("audit", "0")}
+    assert bad[("orders", "1")]["seconds_since"] == 100  # bad since the first snapshot
+    assert bad[("audit", "0")]["seconds_since"] == 0  # fine at T+50, bad again at T+60
+    assert bad[("audit", "0")]["since"].timestamp() == T + 60
+    assert bad[("orders", "1")]["replica_racks"] == ["a"]
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_audit_loss(spark: Any, ledger: Any, tmp_path: Path, fmt: str) -> None:
+    # acknowledged: orders-0 offsets 0,1 and 2,3,4; orders-1 offsets 0 and 1
+    present = [("orders", 0, o) for o in (0, 1, 2, 4, 5)] + [("orders", 1, o) for o in (0, 1)]
+    rows = [(t, p, o, 1000 + o, None) for t, p, o in present]
+    path = write_rows(rows, tmp_path / f"dump.{fmt}")
+    rep = audit_loss(spark, ledger, str(path))
+    s = rep.summary
+    assert (s["topics"], s["acked_offsets"], s["missing_offsets"]) == (["orders"], 7, 1)
+    assert s["dump_offsets"] == 7
+    missing = rep.tables["missing"].collect()
+    assert [(r["topic"], r["partition"], r["offset"], r["instance"], r["req"])
+            for r in missing] == [("orders", 0, 3, "A", 3)]
+
+
+def test_empty_ledger_gives_zeros(spark: Any, tmp_path: Path) -> None:
+    empty = read_ledger(spark, [tmp_path])
+    d = durability(spark, empty, 2).summary
+    assert (d["produce_requests"], d["acked_bytes"], d["share_bytes_ge_n"]) == (0, 0, None)
+    assert (d["malformed_decision_rows"], d["decision_files"]) == (0, 0)
+    w = whatif(spark, empty, [2, 3]).summary["by_min_racks"]
+    assert w["2"]["would_reject_writes"] == 0 and w["3"]["acked_bytes"] == 0
+    assert placement(spark, empty, 2).summary["partitions"] == 0
+    dump = write_rows([], tmp_path / "empty.parquet")
+    a = audit_loss(spark, empty, str(dump)).summary
+    assert (a["acked_offsets"], a["missing_offsets"]) == (0, 0)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_command_writes_tables_summary_and_html(
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str
+) -> None:
+    ledger_dir = write_ledger(tmp_path / "ledger")
+    out = tmp_path / "out"
+    assert run(["durability", "--ledger", str(ledger_dir), "--out", str(out),
+                "--format", fmt], spark=spark) == 0
+    printed = capsys.readouterr().out
+    assert "share_bytes_ge_n: 0.7895" in printed
+    assert "WARNING: 6 malformed ledger row(s) excluded" in printed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["acked_bytes"] == 380
+    page = (out / "report.html").read_text()
+    assert "<svg" in page and "<polyline" in page and "6 malformed" in page
+    written = list((out / "by_topic_hour").glob(f"*.{fmt}"))
+    assert written, "no table file"
+    if fmt == "csv":
+        assert written[0].read_text().splitlines()[0].startswith("topic,hour,produce_requests")
+
+
+def test_missing_java_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    problem = missing_requirement()
+    assert problem is not None and problem.startswith("Java not found") and "\n" not in problem
+    assert os.environ["PATH"] == str(tmp_path)

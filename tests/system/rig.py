@@ -1,0 +1,192 @@
+"""Where the system tests find a real Kafka cluster behind rackguard, and how they cut racks.
+
+Two ways, tried in this order:
+
+1. An existing deployment, described by environment variables:
+   ``RGTEST_BOOTSTRAP``        the proxy's bootstrap address (HOST:PORT);
+   ``RGTEST_STOP_RACK_CMD``    shell command stopping every broker of ``{rack}``;
+   ``RGTEST_START_RACK_CMD``   shell command starting them again;
+   ``RGTEST_METRICS_URL``      optional: the proxy's /metrics URL;
+   ``RGTEST_RACKS``            optional: the racks, the first one kept up
+                               (default ``rack-a,rack-b,rack-c``).
+2. The repository's docker-compose.yml, where a Docker engine answers
+   (``docker info``) and ``docker compose`` (or ``docker-compose``) exists:
+   ``up -d --build``, wait for /readyz, stop and start the broker services of
+   a rack, ``down -v`` at the end (``RGTEST_KEEP_RIG=1`` keeps it up).
+
+Neither: :func:`find_rig` returns a reason, and the tests skip with it.
+
+Invariant: a rack this module stopped is started again before the rig is
+released (also when a test fails), so a failed run does not leave a
+half-dead cluster behind.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+DEFAULT_RACKS = ("rack-a", "rack-b", "rack-c")
+COMPOSE_UP_TIMEOUT_S = 900
+
+
+@dataclass
+class SystemRig:
+    bootstrap: str
+    racks: tuple[str, ...]
+    stop_rack_fn: Callable[[str], None]
+    start_rack_fn: Callable[[str], None]
+    metrics_url: str | None = None
+    close_fn: Callable[[], None] = lambda: None
+    stopped: list[str] = field(default_factory=list)
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.bootstrap.rpartition(":")
+        return host, int(port)
+
+    def stop_rack(self, rack: str) -> None:
+        self.stopped.append(rack)
+        self.stop_rack_fn(rack)
+
+    def start_rack(self, rack: str) -> None:
+        self.start_rack_fn(rack)
+        if rack in self.stopped:
+            self.stopped.remove(rack)
+
+    def restore_all(self) -> None:
+        for rack in list(reversed(self.stopped)):
+            self.start_rack(rack)
+
+    def close(self) -> None:
+        try:
+            self.restore_all()
+        finally:
+            self.close_fn()
+
+
+def run(command: list[str] | str, timeout: float, what: str) -> None:
+    result = subprocess.run(command, shell=isinstance(command, str), capture_output=True,
+                            text=True, timeout=timeout, cwd=ROOT)
+    if result.returncode != 0:
+        raise RuntimeError(f"{what} failed ({result.returncode}): "
+                           f"{(result.stderr or result.stdout).strip()[-2000:]}")
+
+
+def _from_environment() -> SystemRig | str:
+    bootstrap = os.environ["RGTEST_BOOTSTRAP"]
+    stop = os.environ.get("RGTEST_STOP_RACK_CMD")
+    start = os.environ.get("RGTEST_START_RACK_CMD")
+    if not stop or not start:
+        return ("RGTEST_BOOTSTRAP is set but RGTEST_STOP_RACK_CMD / RGTEST_START_RACK_CMD "
+                "are not (shell commands with {rack})")
+    racks = tuple(r.strip() for r in os.environ.get("RGTEST_RACKS", ",".join(DEFAULT_RACKS))
+                  .split(",") if r.strip())
+
+    def command(template: str) -> Callable[[str], None]:
+        return lambda rack: run(template.format(rack=shlex.quote(rack)), 300,
+                                f"{template!r} for {rack}")
+
+    return SystemRig(bootstrap, racks, command(stop), command(start),
+                     os.environ.get("RGTEST_METRICS_URL"))
+
+
+def compose_command() -> list[str] | None:
+    docker = shutil.which("docker")
+    if docker is not None:
+        probe = subprocess.run([docker, "compose", "version"], capture_output=True, timeout=30)
+        if probe.returncode == 0:
+            return [docker, "compose"]
+    standalone = shutil.which("docker-compose")
+    return [standalone] if standalone else None
+
+
+def docker_engine_problem() -> str | None:
+    docker = shutil.which("docker")
+    if docker is None:
+        return "no docker command"
+    try:
+        probe = subprocess.run([docker, "info"], capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return "`docker info` timed out"
+    if probe.returncode != 0:
+        lines = (probe.stderr or probe.stdout).strip().splitlines()
+        return f"no Docker engine (`docker info`: {lines[-1] if lines else 'failed'})"
+    return None
+
+
+def rack_services(compose_file: Path = COMPOSE_FILE) -> dict[str, list[str]]:
+    """rack -> broker service names, read from the compose file's KAFKA_BROKER_RACK."""
+    services = yaml.safe_load(compose_file.read_text())["services"]
+    out: dict[str, list[str]] = {}
+    for name, service in services.items():
+        rack = (service.get("environment") or {}).get("KAFKA_BROKER_RACK")
+        if rack:
+            out.setdefault(str(rack), []).append(name)
+    return out
+
+
+def wait_ready(url: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except urllib.error.HTTPError as exc:
+            last = f"{exc.code} {exc.read().decode(errors='replace').strip()}"
+        except OSError as exc:
+            last = str(exc)
+        time.sleep(2)
+    raise RuntimeError(f"{url} not ready after {timeout:.0f} s: {last}")
+
+
+def _from_compose(compose: list[str]) -> SystemRig:
+    base = [*compose, "-f", str(COMPOSE_FILE)]
+    by_rack = rack_services()
+    run([*base, "up", "-d", "--build"], COMPOSE_UP_TIMEOUT_S, "docker compose up")
+
+    def close() -> None:
+        if os.environ.get("RGTEST_KEEP_RIG") != "1":
+            run([*base, "down", "-v"], 300, "docker compose down")
+
+    try:
+        wait_ready("http://127.0.0.1:9404/readyz", COMPOSE_UP_TIMEOUT_S)
+    except Exception:
+        close()
+        raise
+    return SystemRig(
+        "127.0.0.1:9092",
+        tuple(sorted(by_rack)),
+        lambda rack: run([*base, "stop", *by_rack[rack]], 300, f"stopping {rack}"),
+        lambda rack: run([*base, "start", *by_rack[rack]], 300, f"starting {rack}"),
+        "http://127.0.0.1:9404/metrics",
+        close,
+    )
+
+
+def find_rig() -> SystemRig | str:
+    """A rig, or the reason there is none (the tests skip with it)."""
+    if os.environ.get("RGTEST_BOOTSTRAP"):
+        return _from_environment()
+    problem = docker_engine_problem()
+    compose = compose_command()
+    if problem is None and compose is not None:
+        return _from_compose(compose)
+    why = problem or "no `docker compose` / `docker-compose`"
+    return (f"no real Kafka cluster: {why}, and RGTEST_BOOTSTRAP is not set (give "
+            "RGTEST_BOOTSTRAP, RGTEST_STOP_RACK_CMD and RGTEST_START_RACK_CMD to run these "
+            "against an existing cluster behind rackguard; see the README, 'System tests')")
