@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if __package__ in (None, ""):  # run as a script (spark-submit pipeline/jobs.py)
+    _here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != Path(_here)]
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 if TYPE_CHECKING:
@@ -112,7 +114,7 @@ def _for_csv(df: DataFrame) -> DataFrame:
 
 def write_report(report: Report, out: Path, fmt: str) -> dict[str, Any]:
     """Tables, summary.json and report.html under ``out``; returns the table row counts."""
-    from pipeline.html import render
+    from pipeline.html_report import render
 
     out.mkdir(parents=True, exist_ok=True)
     shown: dict[str, tuple[list[str], list[list[Any]], int]] = {}

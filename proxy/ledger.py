@@ -11,10 +11,11 @@ in the same directory. ``pipeline/`` reads both; the proxy never imports it.
 
 Invariants:
 - the event loop never blocks on the ledger: it builds one small tuple per
-  partition and appends it to a bounded queue; when the queue is full the row
-  is dropped and ``rackguard_ledger_rows_dropped_total{reason="queue_full"}``
-  counts it. JSON encoding, file I/O, rotation and snapshots happen on one
-  writer thread, in batches;
+  partition (and, for forwarded partitions, keeps a copy of the broker's
+  response frame) and appends it to a bounded queue; when the queue is full
+  the rows are dropped and ``rackguard_ledger_rows_dropped_total{reason=
+  "queue_full"}`` counts them. Parsing the broker's response, JSON encoding,
+  file I/O, rotation and snapshots happen on one writer thread, in batches;
 - a row is a complete line or nothing: a batch is written as whole lines, so a
   reader sees at most one torn line (the last, after a crash);
 - files rotate by size and by age; names carry the instance id, so several
@@ -192,7 +193,7 @@ class DecisionLedger:
         self.wall_clock = wall_clock
         self._view_source = view_source
         self._rule_source = rule_source
-        self._queue: collections.deque[Row] = collections.deque()
+        self._queue: collections.deque[Row | Answered] = collections.deque()
         self._max = config.queue_size
         self._requests = itertools.count(1)
         self._stop = threading.Event()
@@ -215,6 +216,13 @@ class DecisionLedger:
             self.metrics.dropped_queue_full.inc()
             return
         self._queue.append(row)
+
+    def offer_answer(self, answered: Answered) -> None:
+        """Queue forwarded rows with the broker's answer, parsed later by the writer thread."""
+        if len(self._queue) >= self._max:
+            self.metrics.dropped_queue_full.inc(len(answered.rows))
+            return
+        self._queue.append(answered)
 
     def record(
         self,
@@ -256,7 +264,7 @@ class DecisionLedger:
             age = d.metadata_age_s
             row = (
                 wall, req, header.client_id, client.peer, _topic_name(d), d.partition,
-                d.leader, list(d.isr), list(racks), d.required_racks, d.min_insync_replicas,
+                d.leader, d.isr, racks, d.required_racks, d.min_insync_replicas,
                 decision, reason, code, None, None, records, size, None,
                 round(age * 1000, 3) if age != float("inf") else None,
             )
@@ -322,11 +330,14 @@ class DecisionLedger:
         while queue:
             lines = []
             for _ in range(min(batch, len(queue))):
-                values = queue.popleft()
-                row: dict[str, Any] = {"v": SCHEMA_VERSION, "kind": "produce",
-                                       "instance": instance}
-                row.update(zip(ROW_FIELDS, values, strict=True))
-                lines.append(json.dumps(row, separators=(",", ":")) + "\n")
+                item = queue.popleft()
+                rows = (item.completed_rows(self.metrics) if isinstance(item, Answered)
+                        else (item,))
+                for values in rows:
+                    row: dict[str, Any] = {"v": SCHEMA_VERSION, "kind": "produce",
+                                           "instance": instance}
+                    row.update(zip(ROW_FIELDS, values, strict=True))
+                    lines.append(json.dumps(row, separators=(",", ":")) + "\n")
             try:
                 self._decisions.write(lines)
             except OSError as exc:
@@ -384,21 +395,42 @@ class PendingProduce:
         return record_then_transform
 
     def complete(self, frame: memoryview, version: int) -> None:
+        """Queue the rows with a copy of the response; the writer thread parses it."""
         ledger = self._ledger
         latency = round((ledger.clock() - self._sent_at) * 1000, 3)
+        ledger.offer_answer(Answered(self._rows, bytes(frame), version, latency))
+
+
+class Answered:
+    """Rows of forwarded partitions and the broker's response frame (a copy), queued."""
+
+    __slots__ = ("rows", "frame", "version", "latency_ms")
+
+    def __init__(self, rows: dict[tuple[TopicKey, int], Row], frame: bytes, version: int,
+                 latency_ms: float) -> None:
+        self.rows = rows
+        self.frame = frame
+        self.version = version
+        self.latency_ms = latency_ms
+
+    def completed_rows(self, metrics: LedgerMetrics) -> list[Row]:
+        """The rows with the broker's code and base offset (None where unreadable)."""
         results: dict[tuple[TopicKey, int], tuple[int, int]] = {}
         try:
-            response = parse_produce_response(frame, version)
+            response = parse_produce_response(self.frame, self.version)
         except ProtocolError:
-            ledger.metrics.response_parse_errors.inc()
+            metrics.response_parse_errors.inc()
         else:
             for t in response.topics:
                 for p in t.partitions:
                     results[(t.key, p.index)] = (p.error_code, p.base_offset)
-        for key, row in self._rows.items():
+        latency = self.latency_ms
+        out = []
+        for key, row in self.rows.items():
             code, offset = results.get(key, (None, None))
             # wire_error (13), broker_error (14), base_offset (15), latency_ms (18)
-            ledger.offer(row[:13] + (code, code, offset) + row[16:18] + (latency,) + row[19:])
+            out.append(row[:13] + (code, code, offset) + row[16:18] + (latency,) + row[19:])
+        return out
 
 
 def _topic_name(d: Decision) -> str:

@@ -181,8 +181,9 @@ def test_unparsable_broker_answer_is_counted_and_still_handed_on(tmp_path: Path)
     assert isinstance(action, Forward) and action.transform is not None
     garbage = b"\x00\x00\x00\x06\x00\x00\x10\x92\xff\xff"
     assert action.transform(memoryview(garbage), 9) == memoryview(garbage)
+    assert registry.get_sample_value("rackguard_ledger_response_parse_errors_total") == 0
+    row = written(ledger)[("orders", 0)]  # parsed by the writer, not on the loop
     assert registry.get_sample_value("rackguard_ledger_response_parse_errors_total") == 1
-    row = written(ledger)[("orders", 0)]
     assert (row["broker_error"], row["base_offset"]) == (None, None)
 
 
