@@ -200,20 +200,50 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+class LocalBroker:
+    """A Tansu broker on one port, restarted for every round: its in-memory storage
+    keeps every record, so one broker for a whole run would fill the machine's memory."""
+
+    def __init__(self, logs: Path) -> None:
+        self.port = free_port()
+        self._logs = logs
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._starts = 0
+
+    def restart(self) -> None:
+        self.stop()
+        self._starts += 1
+        with (self._logs / f"tansu-{self._starts}.log").open("wb") as out:
+            self._proc = subprocess.Popen(
+                [tansu_binary(), "broker", "--listener-url", f"tcp://127.0.0.1:{self.port}",
+                 "--advertised-listener-url", f"tcp://127.0.0.1:{self.port}",
+                 "--storage-engine", "memory://tansu/"],
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_port("127.0.0.1", self.port)
+
+    def stop(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+            self._proc = None
+
+
 def run(args: argparse.Namespace) -> Results:
     results = Results()
     logs = Path(tempfile.mkdtemp(prefix="rackguard-bench-"))
     exe = str(Path(sys.executable).parent / "rackguard")
     with ExitStack() as stack:
+        broker: LocalBroker | None = None
         if args.bootstrap:
             upstream = args.bootstrap
         else:
-            port = free_port()
-            stack.enter_context(process(
-                [tansu_binary(), "broker", "--listener-url", f"tcp://127.0.0.1:{port}",
-                 "--advertised-listener-url", f"tcp://127.0.0.1:{port}",
-                 "--storage-engine", "memory://tansu/"], logs / "tansu.log", port))
-            upstream = f"127.0.0.1:{port}"
+            broker = LocalBroker(logs)
+            stack.callback(broker.stop)
+            broker.restart()
+            upstream = f"127.0.0.1:{broker.port}"
         targets = [Target("direct", upstream)]
         for name, extra in (("rackguard", []),
                             ("rackguard-observe", ["--min-insync-racks", "2", "--observe"])):
@@ -231,8 +261,10 @@ def run(args: argparse.Namespace) -> Results:
                  "--advertised-listener-url", f"tcp://127.0.0.1:{port}",
                  "--origin-url", f"tcp://{upstream}"], logs / "tansu-proxy.log", port))
             targets.append(Target("tansu-proxy", f"127.0.0.1:{port}", proc.pid))
-        topic = f"rackguard-bench-{os.getpid()}"
         for r in range(args.rounds):
+            if broker is not None and r > 0:
+                broker.restart()
+            topic = f"rackguard-bench-{os.getpid()}-{r}"
             order = targets if r % 2 == 0 else list(reversed(targets))
             for target in order:
                 for size in args.sizes:
@@ -303,8 +335,8 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap", metavar="HOST:PORT",
                         help="an external cluster instead of a local Tansu broker")
     parser.add_argument("--rounds", type=int, default=5, help="A B A B rounds (default 5)")
-    parser.add_argument("--seconds", type=float, default=5.0,
-                        help="seconds per throughput measurement (default 5)")
+    parser.add_argument("--seconds", type=float, default=3.0,
+                        help="seconds per throughput measurement (default 3)")
     parser.add_argument("--round-trips", type=int, default=300,
                         help="single-record round trips per target per round (default 300)")
     parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")],
