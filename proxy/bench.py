@@ -185,12 +185,14 @@ def throughput(target: Target, topic: str, size: int, seconds: float) -> tuple[f
 def round_trips(target: Target, topic: str, count: int) -> list[float]:
     p = producer(target.bootstrap, **{"linger.ms": 0})
     p.produce(topic, b"warm-up")
-    p.flush(15)
+    if p.flush(15) != 0:
+        raise RuntimeError(f"{target.name}: not reachable")
     times = []
     for _ in range(count):
         start = time.perf_counter()
         p.produce(topic, b"x" * 100)
-        p.flush(10)
+        if p.flush(10) != 0:
+            raise RuntimeError(f"{target.name}: a record was not delivered within 10 s")
         times.append((time.perf_counter() - start) * 1000)
     return times
 
@@ -200,25 +202,29 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-class LocalBroker:
-    """A Tansu broker on one port, restarted for every round: its in-memory storage
-    keeps every record, so one broker for a whole run would fill the machine's memory."""
+class Restartable:
+    """A process on one port that is restarted for every round. Tansu's in-memory
+    storage keeps every record (one broker for a whole run fills the machine's memory),
+    and Tansu's proxy does not reconnect to a restarted origin, so both start afresh."""
 
-    def __init__(self, logs: Path) -> None:
-        self.port = free_port()
+    def __init__(self, name: str, argv: list[str], port: int, logs: Path) -> None:
+        self.name = name
+        self.port = port
+        self._argv = argv
         self._logs = logs
         self._proc: subprocess.Popen[bytes] | None = None
         self._starts = 0
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
     def restart(self) -> None:
         self.stop()
         self._starts += 1
-        with (self._logs / f"tansu-{self._starts}.log").open("wb") as out:
-            self._proc = subprocess.Popen(
-                [tansu_binary(), "broker", "--listener-url", f"tcp://127.0.0.1:{self.port}",
-                 "--advertised-listener-url", f"tcp://127.0.0.1:{self.port}",
-                 "--storage-engine", "memory://tansu/"],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        with (self._logs / f"{self.name}-{self._starts}.log").open("wb") as out:
+            self._proc = subprocess.Popen(self._argv, stdout=out, stderr=subprocess.STDOUT,
+                                          start_new_session=True)
         wait_port("127.0.0.1", self.port)
 
     def stop(self) -> None:
@@ -236,14 +242,19 @@ def run(args: argparse.Namespace) -> Results:
     logs = Path(tempfile.mkdtemp(prefix="rackguard-bench-"))
     exe = str(Path(sys.executable).parent / "rackguard")
     with ExitStack() as stack:
-        broker: LocalBroker | None = None
+        restarted: list[Restartable] = []  # restarted before every round but the first
         if args.bootstrap:
             upstream = args.bootstrap
         else:
-            broker = LocalBroker(logs)
+            port = free_port()
+            broker = Restartable("tansu", [
+                tansu_binary(), "broker", "--listener-url", f"tcp://127.0.0.1:{port}",
+                "--advertised-listener-url", f"tcp://127.0.0.1:{port}",
+                "--storage-engine", "memory://tansu/"], port, logs)
             stack.callback(broker.stop)
             broker.restart()
-            upstream = f"127.0.0.1:{broker.port}"
+            restarted.append(broker)
+            upstream = f"127.0.0.1:{port}"
         targets = [Target("direct", upstream)]
         for name, extra in (("rackguard", []),
                             ("rackguard-observe", ["--min-insync-racks", "2", "--observe"])):
@@ -254,16 +265,23 @@ def run(args: argparse.Namespace) -> Results:
                  "--broker-port-base", str(base), "--log-level", "WARNING", *extra],
                 logs / f"{name}.log", port))
             targets.append(Target(name, f"127.0.0.1:{port}", proc.pid))
+        peer: Restartable | None = None
         if not args.no_tansu_proxy:
             port = free_port()
-            proc = stack.enter_context(process(
-                [tansu_binary(), "proxy", "--listener-url", f"tcp://127.0.0.1:{port}",
-                 "--advertised-listener-url", f"tcp://127.0.0.1:{port}",
-                 "--origin-url", f"tcp://{upstream}"], logs / "tansu-proxy.log", port))
-            targets.append(Target("tansu-proxy", f"127.0.0.1:{port}", proc.pid))
+            peer = Restartable("tansu-proxy", [
+                tansu_binary(), "proxy", "--listener-url", f"tcp://127.0.0.1:{port}",
+                "--advertised-listener-url", f"tcp://127.0.0.1:{port}",
+                "--origin-url", f"tcp://{upstream}"], port, logs)
+            stack.callback(peer.stop)
+            peer.restart()
+            restarted.append(peer)
+            targets.append(Target("tansu-proxy", f"127.0.0.1:{port}", peer.pid))
         for r in range(args.rounds):
-            if broker is not None and r > 0:
-                broker.restart()
+            if r > 0:
+                for restartable in restarted:
+                    restartable.restart()
+                if peer is not None:
+                    targets[-1].pid = peer.pid
             topic = f"rackguard-bench-{os.getpid()}-{r}"
             order = targets if r % 2 == 0 else list(reversed(targets))
             for target in order:
