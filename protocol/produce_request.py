@@ -310,23 +310,8 @@ def _walk(frame: Buffer, version: int, pos: int) -> ProduceRequest:
 
 def peek_produce_acks(frame: Buffer, header: RequestHeader) -> int:
     """The acks of a Produce v3-v13 request without walking it (skips the transactional id)."""
-    if header.api_key != PRODUCE_API_KEY or not (
-        MIN_PRODUCE_VERSION <= header.api_version <= MAX_PRODUCE_VERSION
-    ):
-        raise ProtocolError("not a Produce v3-v13 request")
-    pos = header.body_offset
-    try:
-        if header.api_version >= FIRST_FLEXIBLE_VERSION:
-            n, pos = _uvarint(frame, pos)
-            n -= 1
-        else:
-            n = _I16(frame, pos)[0]
-            pos += 2
-        if n < -1:
-            raise ProtocolError("negative transactional id length")
-        return int(_I16(frame, pos + max(n, 0))[0])
-    except (IndexError, struct.error) as exc:
-        raise ProtocolError("truncated Produce request") from exc
+    _check_produce(header.api_key, header.api_version)
+    return _acks_at(frame, header.api_version, header.body_offset)
 
 
 def peek_acks(frame: Buffer) -> int:
@@ -336,20 +321,35 @@ def peek_acks(frame: Buffer) -> int:
     nor decodes the client id. Same checks and errors as :func:`peek_produce_acks`.
     """
     try:
-        api_key, version = _I16(frame, 4)[0], _I16(frame, 6)[0]
-        if api_key != PRODUCE_API_KEY or not MIN_PRODUCE_VERSION <= version <= MAX_PRODUCE_VERSION:
-            raise ProtocolError("not a Produce v3-v13 request")
+        version = _I16(frame, 6)[0]
+        _check_produce(_I16(frame, 4)[0], version)
         client_id = _I16(frame, 12)[0]
+        if client_id < -1:
+            raise ProtocolError("negative client id length in Produce request")
         pos = 14 + max(client_id, 0)
         if version >= FIRST_FLEXIBLE_VERSION:
             pos = _skip_tags(frame, pos, len(frame))  # request header tagged fields
+    except (IndexError, struct.error) as exc:
+        raise ProtocolError("truncated Produce request") from exc
+    return _acks_at(frame, version, pos)
+
+
+def _check_produce(api_key: int, version: int) -> None:
+    if api_key != PRODUCE_API_KEY or not MIN_PRODUCE_VERSION <= version <= MAX_PRODUCE_VERSION:
+        raise ProtocolError("not a Produce v3-v13 request")
+
+
+def _acks_at(frame: Buffer, version: int, pos: int) -> int:
+    """acks, given the offset of the body (it follows the transactional id)."""
+    try:
+        if version >= FIRST_FLEXIBLE_VERSION:
             n, pos = _uvarint(frame, pos)
             n -= 1
         else:
             n = _I16(frame, pos)[0]
             pos += 2
-        if n < -1 or client_id < -1:
-            raise ProtocolError("negative string length in Produce request")
+        if n < -1:
+            raise ProtocolError("negative transactional id length")
         return int(_I16(frame, pos + max(n, 0))[0])
     except (IndexError, struct.error) as exc:
         raise ProtocolError("truncated Produce request") from exc
