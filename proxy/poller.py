@@ -56,8 +56,9 @@ class _Conn:
         self.corr += 1
         request.with_header(correlation_id=self.corr, client_id=CLIENT_ID)
         self.writer.write(bytes(request.encode(header=True, framed=True)))
-        size = struct.unpack(">i", await asyncio.wait_for(self.reader.readexactly(4), timeout))[0]
-        body = await asyncio.wait_for(self.reader.readexactly(size), timeout)
+        async with asyncio.timeout(timeout):
+            size = struct.unpack(">i", await self.reader.readexactly(4))[0]
+            body = await self.reader.readexactly(size)
         frame = struct.pack(">i", size) + body
         corr = struct.unpack_from(">i", frame, 4)[0]
         if corr != self.corr:
@@ -93,18 +94,17 @@ class MetadataPoller:
         self._known_topics: frozenset[str] = frozenset()
         self.last_error: str | None = None
         self._ask_key_only = True
+        self._stopping = False
 
     # ----- public
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
+        self._stopping = True  # ends the loop even if a cancellation gets lost
         if self._task is not None:
             self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+            await asyncio.wait({self._task}, timeout=5)
         if self._conn is not None:
             self._conn.close()
         self._feeder.close()
@@ -161,7 +161,7 @@ class MetadataPoller:
     # ----- loop
     async def _run(self) -> None:
         interval = self._settings.metadata_refresh_interval_ms / 1000
-        while True:
+        while not self._stopping:
             self._wake.clear()
             waiters, self._waiters = self._waiters, []
             ok = True
@@ -190,8 +190,8 @@ class MetadataPoller:
         for i in range(len(upstreams)):
             host, port = upstreams[(self._next_upstream + i) % len(upstreams)]
             try:
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(host, port), timeout)
+                async with asyncio.timeout(timeout):
+                    reader, writer = await asyncio.open_connection(host, port)
             except (TimeoutError, OSError) as exc:
                 errors.append(f"{host}:{port}: {exc or 'timeout'}")
                 continue

@@ -202,13 +202,11 @@ class ProxyServer:
         errors = []
         for host, port in candidates:
             try:
-                transport, _ = await asyncio.wait_for(
-                    loop.create_connection(
+                async with asyncio.timeout(timeout):  # (3.11's wait_for can lose a cancel)
+                    transport, _ = await loop.create_connection(
                         lambda: UpstreamConnection(client, self.settings.max_frame_size),
                         host, port,
-                    ),
-                    timeout,
-                )
+                    )
                 return transport
             except (TimeoutError, OSError) as exc:
                 errors.append(f"{host}:{port}: {exc or 'timeout'}")
