@@ -258,7 +258,7 @@ def read_checked_array_len(
     return n, pos
 
 
-def _read_key(buf: Buffer, pos: int, version: int, flexible: bool) -> tuple[TopicKey, int]:
+def read_topic_key(buf: Buffer, pos: int, version: int, flexible: bool) -> tuple[TopicKey, int]:
     if version >= FIRST_TOPIC_ID_VERSION:
         if pos + 16 > len(buf):
             raise ProtocolError("truncated topic id")
@@ -335,7 +335,7 @@ def _parse(frame: Buffer, version: int) -> ProduceResponse:
     n_topics, pos = read_checked_array_len(frame, pos, flexible, end)
     topics = []
     for _ in range(n_topics):
-        key, pos = _read_key(frame, pos, version, flexible)
+        key, pos = read_topic_key(frame, pos, version, flexible)
         n_parts, pos = read_checked_array_len(frame, pos, flexible, end)
         parts = []
         for _ in range(n_parts):

@@ -6,6 +6,9 @@ mode with min.insync.racks=2 (every acks=all partition is decided, none rejected
 ``tansu proxy``. For 1 KB and 16 KB records it measures MB/s and records/s of a
 librdkafka producer (acks=all, linger 5 ms), p50/p99 of single-record acks=all
 round trips, and for the proxies CPU seconds per GB and peak RSS (from /proc).
+Then the decision ledger's cost: the CPU of the observe-mode proxy against a
+second one that also writes the ledger, at fixed rates of checked produce
+partitions (proxy.bench_ledger).
 
 Invariant: every process it starts it stops, on success and on error; it only
 talks to 127.0.0.1 unless given an external bootstrap address. Figures are
@@ -31,6 +34,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proxy.bench_ledger import DEFAULT_LOADS, LedgerLoad, LedgerResults, create_topic
+from proxy.bench_ledger import measure as measure_ledger
+from proxy.bench_ledger import table as ledger_table
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
@@ -54,6 +61,7 @@ class Sample:
 @dataclass
 class Results:
     samples: list[Sample] = field(default_factory=list)
+    ledger: LedgerResults = field(default_factory=LedgerResults)
     latencies: dict[str, list[float]] = field(default_factory=dict)
     peak_rss_mb: dict[str, float] = field(default_factory=dict)
     rss_100_connections_mb: dict[str, float] = field(default_factory=dict)
@@ -256,8 +264,12 @@ def run(args: argparse.Namespace) -> Results:
             restarted.append(broker)
             upstream = f"127.0.0.1:{port}"
         targets = [Target("direct", upstream)]
-        for name, extra in (("rackguard", []),
-                            ("rackguard-observe", ["--min-insync-racks", "2", "--observe"])):
+        observe = ["--min-insync-racks", "2", "--observe"]
+        proxies = [("rackguard", []), ("rackguard-observe", observe)]
+        if args.ledger_loads:
+            stack.callback(shutil.rmtree, logs / "ledger", True)  # can be large; logs stay
+            proxies.append(("rackguard-ledger", [*observe, "--ledger-dir", str(logs / "ledger")]))
+        for name, extra in proxies:
             port = free_port()
             base = free_port() - 200
             proc = stack.enter_context(process(
@@ -265,6 +277,7 @@ def run(args: argparse.Namespace) -> Results:
                  "--broker-port-base", str(base), "--log-level", "WARNING", *extra],
                 logs / f"{name}.log", port))
             targets.append(Target(name, f"127.0.0.1:{port}", proc.pid))
+        ledger_target = targets.pop() if args.ledger_loads else None
         peer: Restartable | None = None
         if not args.no_tansu_proxy:
             port = free_port()
@@ -293,6 +306,16 @@ def run(args: argparse.Namespace) -> Results:
                 results.latencies.setdefault(target.name, []).extend(
                     round_trips(target, topic, args.round_trips))
                 print(f"round {r + 1}/{args.rounds} {target.name}: done", file=sys.stderr)
+        if ledger_target is not None:
+            topic = f"rackguard-bench-ledger-{os.getpid()}"
+            create_topic(upstream, topic, max(load.partitions for load in args.ledger_loads),
+                         -1 if args.bootstrap else 1)
+            observing = next(t for t in targets if t.name == "rackguard-observe")
+            results.ledger = measure_ledger(
+                [("observe", observing.bootstrap, observing.pid or 0),
+                 ("observe+ledger", ledger_target.bootstrap, ledger_target.pid or 0)],
+                tuple(args.ledger_loads), topic, args.rounds, args.seconds, cpu_seconds)
+            print("ledger rounds: done", file=sys.stderr)
         for target in targets:
             if target.pid:
                 results.rss_100_connections_mb[target.name] = rss_with_connections(target, 100)
@@ -361,6 +384,10 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         default=[1024, 16384], help="record sizes in bytes (default 1024,16384)")
     parser.add_argument("--no-tansu-proxy", action="store_true",
                         help="skip the Tansu proxy target")
+    parser.add_argument("--ledger-loads", type=parse_loads, default=list(DEFAULT_LOADS),
+                        metavar="PxR,...",
+                        help="ledger cost at these loads: P partitions per request, R requests "
+                        "per second (default 50x1000,1x5000; empty: skip)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON here")
     parser.add_argument("--smoke", action="store_true",
                         help="a few seconds in all (checks the benchmark works; figures "
@@ -368,15 +395,31 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
+def parse_loads(text: str) -> list[LedgerLoad]:
+    loads = []
+    for item in filter(None, text.split(",")):
+        partitions, rate = item.lower().split("x")
+        loads.append(LedgerLoad(int(partitions), int(rate)))
+    return loads
+
+
 def main(args: argparse.Namespace) -> int:
     if args.smoke:
         args.rounds, args.seconds, args.round_trips = 1, 0.5, 20
+        args.ledger_loads = [LedgerLoad(5, 100)] if args.ledger_loads else []
     results = run(args)
     summary = summarize(results, args.sizes)
     print(table(summary, args.sizes))
+    ledger_summary = results.ledger.summary()
+    if ledger_summary:
+        print()
+        print(ledger_table(ledger_summary))
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"summary": summary, "samples": [asdict(s) for s in results.samples],
+             "ledger": {"summary": ledger_summary,
+                        "samples": [asdict(s) for s in results.ledger.samples]},
              "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
-             "args": {k: v for k, v in vars(args).items() if k != "func"}}, indent=2))
+             "args": {k: v for k, v in vars(args).items() if k != "func"}}, indent=2,
+            default=str))
     return 0

@@ -10,16 +10,17 @@ the cluster view (brokers, racks, partitions, replicas, ISR) to snapshot files
 in the same directory. ``pipeline/`` reads both; the proxy never imports it.
 
 Invariants:
-- the event loop never blocks on the ledger: it builds one small tuple per
-  partition (and, for forwarded partitions, keeps a copy of the broker's
-  response frame) and appends it to a bounded queue; when the queue is full
-  the rows are dropped and ``rackguard_ledger_rows_dropped_total{reason=
-  "queue_full"}`` counts them. Parsing the broker's response, JSON encoding,
-  file I/O, rotation and snapshots happen on one writer thread, in batches;
-- a row is a complete line or nothing: a batch is written as whole lines, so a
-  reader sees at most one torn line (the last, after a crash);
-- files rotate by size and by age; names carry the instance id, so several
-  proxies can share one directory;
+- the event loop never blocks on the ledger and does no per-partition work for
+  it (except splitting a mixed request's decisions, which only happens while
+  partitions are being rejected): per request it queues one
+  :class:`~proxy.ledger_rows.ProduceEntry` holding references to the walked
+  request, its frame, the decisions and the view, completed with the broker's
+  answer for forwarded partitions. Reading batch headers and the broker's
+  answer, encoding, file I/O, rotation and snapshots happen on one writer
+  thread, in batches;
+- the queue is bounded in rows (``queue_size``) and in the bytes of the frames
+  it holds (``queue_bytes``); beyond either, rows are dropped and counted in
+  ``rackguard_ledger_rows_dropped_total{reason="queue_full"}``, never waited for;
 - a ledger failure (disk full, an unparsable broker answer) is counted and
   logged, never raised into the data path;
 - dependencies (settings, clocks, metrics registry, the view) are injected.
@@ -29,52 +30,40 @@ from __future__ import annotations
 
 import collections
 import itertools
-import json
 import logging
-import os
-import re
 import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from config.settings import Settings
 from protocol.headers import RequestHeader
-from protocol.primitives import ProtocolError
-from protocol.produce import (
-    ProduceRequest,
-    TopicKey,
-    parse_produce_response,
-    record_count,
-)
+from protocol.produce import ProduceRequest
 from proxy.cluster_view import ClusterView
 from proxy.connection import ClientInfo
-from proxy.policy import NOT_ENOUGH_REPLICAS, Decision, RackRule, Verdict
+from proxy.ledger_files import RotatingJsonl
+from proxy.ledger_rows import (
+    FORWARDED,
+    OBSERVED,
+    REJECTED,
+    ProduceEntry,
+    RowFormatter,
+    snapshot_lines,
+)
+from proxy.policy import Decision, RackRule
 from proxy.response_queue import ResponseTransform
+
+__all__ = ["FORWARDED", "OBSERVED", "REJECTED", "DecisionLedger", "LedgerConfig",
+           "PendingProduce", "ledger_from_settings"]
 
 log = logging.getLogger("rackguard.ledger")
 
-SCHEMA_VERSION = 1
 DECISION_FILE_PREFIX = "decisions"
 SNAPSHOT_FILE_PREFIX = "snapshots"
-
-FORWARDED = "forwarded"
-REJECTED = "rejected"
-OBSERVED = "observed-would-reject"
-
-# The order of the values in a queued row tuple; the writer names them.
-ROW_FIELDS: tuple[str, ...] = (
-    "ts", "req", "client_id", "client_addr", "topic", "partition", "leader", "isr",
-    "isr_racks", "required_racks", "min_isr", "decision", "reason", "wire_error",
-    "broker_error", "base_offset", "records", "bytes", "latency_ms", "metadata_age_ms",
-)
-
-Row = tuple[Any, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,67 +72,10 @@ class LedgerConfig:
     instance_id: str
     rotate_bytes: int = 64 * 1024 * 1024
     rotate_seconds: float = 3600.0
-    queue_size: int = 100_000
+    queue_size: int = 100_000  # rows
+    queue_bytes: int = 64 * 1024 * 1024  # request and response frames held by queued rows
     snapshot_interval_s: float = 30.0
     flush_interval_s: float = 0.2
-
-
-class RotatingJsonl:
-    """Whole-line appends to ``<prefix>-<instance>-<utc time>-<seq>.jsonl``, rotated.
-
-    A new file starts when the current one has reached ``rotate_bytes`` or is
-    ``rotate_seconds`` old (checked before each batch, so a file exceeds the
-    size by at most one batch). Used by the writer thread only.
-    """
-
-    def __init__(
-        self,
-        directory: Path,
-        prefix: str,
-        instance_id: str,
-        rotate_bytes: int,
-        rotate_seconds: float,
-        wall_clock: Callable[[], float],
-    ) -> None:
-        self._directory = directory
-        self._prefix = prefix
-        self._instance = re.sub(r"[^A-Za-z0-9_.-]", "_", instance_id)
-        self._rotate_bytes = rotate_bytes
-        self._rotate_seconds = rotate_seconds
-        self._wall = wall_clock
-        self._file: IO[str] | None = None
-        self._opened_at = 0.0
-        self._size = 0
-        self._seq = itertools.count()
-        self.paths: list[Path] = []
-
-    def write(self, lines: Sequence[str]) -> None:
-        if not lines:
-            return
-        now = self._wall()
-        if (self._file is None or self._size >= self._rotate_bytes
-                or now - self._opened_at >= self._rotate_seconds):
-            self._open(now)
-        assert self._file is not None
-        text = "".join(lines)
-        self._file.write(text)
-        self._file.flush()
-        self._size += len(text.encode()) if not text.isascii() else len(text)
-
-    def _open(self, now: float) -> None:
-        self.close()
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now))
-        name = f"{self._prefix}-{self._instance}-{stamp}-{os.getpid()}-{next(self._seq):06d}.jsonl"
-        path = self._directory / name
-        self._file = path.open("a", encoding="utf-8")
-        self._opened_at = now
-        self._size = 0
-        self.paths.append(path)
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
 
 
 class LedgerMetrics:
@@ -193,11 +125,14 @@ class DecisionLedger:
         self.wall_clock = wall_clock
         self._view_source = view_source
         self._rule_source = rule_source
-        self._queue: collections.deque[Row | Answered] = collections.deque()
-        self._max = config.queue_size
+        self._queue: collections.deque[ProduceEntry] = collections.deque()
+        # each counter is written by one thread only: *_in by the loop, *_out by the writer
+        self._rows_in = self._rows_out = 0
+        self._bytes_in = self._bytes_out = 0
         self._requests = itertools.count(1)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._formatter = RowFormatter(config.instance_id)
         self._decisions = RotatingJsonl(config.directory, DECISION_FILE_PREFIX,
                                         config.instance_id, config.rotate_bytes,
                                         config.rotate_seconds, wall_clock)
@@ -207,22 +142,20 @@ class DecisionLedger:
         self._snapshot_seq = itertools.count(1)
         self._next_snapshot = 0.0
         self._last_error_log = -1e9
-        self.metrics.queue_depth.set_function(lambda: len(self._queue))
+        self.metrics.queue_depth.set_function(lambda: self._rows_in - self._rows_out)
 
     # ----- event-loop side (cheap, never blocks)
-    def offer(self, row: Row) -> None:
-        """Queue one row; drop and count it when the queue is full."""
-        if len(self._queue) >= self._max:
-            self.metrics.dropped_queue_full.inc()
+    def offer(self, entry: ProduceEntry) -> None:
+        """Queue an entry's rows; drop and count them when the queue is full."""
+        rows = len(entry.decisions)
+        held = _held_bytes(entry)
+        if (self._rows_in - self._rows_out + rows > self.config.queue_size
+                or self._bytes_in - self._bytes_out + held > self.config.queue_bytes):
+            self.metrics.dropped_queue_full.inc(rows)
             return
-        self._queue.append(row)
-
-    def offer_answer(self, answered: Answered) -> None:
-        """Queue forwarded rows with the broker's answer, parsed later by the writer thread."""
-        if len(self._queue) >= self._max:
-            self.metrics.dropped_queue_full.inc(len(answered.rows))
-            return
-        self._queue.append(answered)
+        self._rows_in += rows
+        self._bytes_in += held
+        self._queue.append(entry)
 
     def record(
         self,
@@ -236,45 +169,27 @@ class DecisionLedger:
         dedicated_code: int | None,
         now: float,
     ) -> PendingProduce | None:
-        """Write the rows of partitions that stay at the proxy; hold the rest.
+        """Queue the rows of partitions the proxy answers itself; hold the rest.
 
         Returns the pending rows of the partitions that go upstream (None when
         none do): their transform wrapper completes them from the broker's answer.
         """
-        wall = self.wall_clock()
+        held = frame if frame.readonly else memoryview(bytes(frame))
+
+        def entry(part: Sequence[Decision]) -> ProduceEntry:
+            return ProduceEntry(self.wall_clock(), req, header.client_id, client.peer,
+                                request, held, part, view, observe, dedicated_code)
+
         req = next(self._requests)
-        spans = {(t.key, p.index): p.records for t in request.topics for p in t.partitions}
-        pending: dict[tuple[TopicKey, int], Row] = {}
-        for d in decisions:
-            span = spans.get((d.topic_key, d.partition))
-            try:
-                records = record_count(frame, span)
-            except ProtocolError:
-                records = -1  # the broker will judge the batch; the ledger does not
-            size = 0 if span is None else span[1] - span[0]
-            racks = d.isr_racks if d.required_racks > 1 or not d.isr else view.isr_racks(d.isr)
-            rejects = d.verdict.rejects
-            if rejects and not observe:
-                decision, code = REJECTED, NOT_ENOUGH_REPLICAS
-                if d.verdict is Verdict.NOT_ENOUGH_RACKS and dedicated_code is not None:
-                    code = dedicated_code
-            else:
-                decision, code = (OBSERVED if rejects else FORWARDED), None
-            reason = "" if d.verdict is Verdict.PASS else d.verdict.value
-            age = d.metadata_age_s
-            row = (
-                wall, req, header.client_id, client.peer, _topic_name(d), d.partition,
-                d.leader, d.isr, racks, d.required_racks, d.min_insync_replicas,
-                decision, reason, code, None, None, records, size, None,
-                round(age * 1000, 3) if age != float("inf") else None,
-            )
-            if decision == REJECTED:
-                self.offer(row)
-            else:
-                pending[(d.topic_key, d.partition)] = row
-        if not pending:
+        if observe:
+            return PendingProduce(self, entry(decisions), now)
+        rejected = [d for d in decisions if d.verdict.rejects]
+        if not rejected:
+            return PendingProduce(self, entry(decisions), now)
+        self.offer(entry(rejected))
+        if len(rejected) == len(decisions):
             return None
-        return PendingProduce(self, pending, now)
+        return PendingProduce(self, entry([d for d in decisions if not d.verdict.rejects]), now)
 
     # ----- lifecycle
     def start(self) -> None:
@@ -322,22 +237,22 @@ class DecisionLedger:
             self._decisions.close()
             self._snapshots.close()
 
-    def flush(self, batch: int = 10_000) -> int:
+    def flush(self, batch_rows: int = 10_000) -> int:
         """Write what is queued (called by the writer thread, or by tests directly)."""
         written = 0
         queue = self._queue
-        instance = self.config.instance_id
+        lines_of = self._formatter.lines
         while queue:
-            lines = []
-            for _ in range(min(batch, len(queue))):
-                item = queue.popleft()
-                rows = (item.completed_rows(self.metrics) if isinstance(item, Answered)
-                        else (item,))
-                for values in rows:
-                    row: dict[str, Any] = {"v": SCHEMA_VERSION, "kind": "produce",
-                                           "instance": instance}
-                    row.update(zip(ROW_FIELDS, values, strict=True))
-                    lines.append(json.dumps(row, separators=(",", ":")) + "\n")
+            lines: list[str] = []
+            unreadable = 0
+            while queue and len(lines) < batch_rows:
+                entry = queue.popleft()
+                if not lines_of(entry, lines):
+                    unreadable += 1
+                self._rows_out += len(entry.decisions)
+                self._bytes_out += _held_bytes(entry)
+            if unreadable:
+                self.metrics.response_parse_errors.inc(unreadable)
             try:
                 self._decisions.write(lines)
             except OSError as exc:
@@ -374,15 +289,13 @@ class DecisionLedger:
 
 
 class PendingProduce:
-    """Rows of forwarded partitions, completed from the broker's Produce response."""
+    """An entry of forwarded partitions, completed from the broker's Produce response."""
 
-    __slots__ = ("_ledger", "_rows", "_sent_at")
+    __slots__ = ("_ledger", "_entry", "_sent_at")
 
-    def __init__(
-        self, ledger: DecisionLedger, rows: dict[tuple[TopicKey, int], Row], sent_at: float
-    ) -> None:
+    def __init__(self, ledger: DecisionLedger, entry: ProduceEntry, sent_at: float) -> None:
         self._ledger = ledger
-        self._rows = rows
+        self._entry = entry
         self._sent_at = sent_at
 
     def wrap(self, transform: ResponseTransform) -> ResponseTransform:
@@ -395,83 +308,17 @@ class PendingProduce:
         return record_then_transform
 
     def complete(self, frame: memoryview, version: int) -> None:
-        """Queue the rows with a copy of the response; the writer thread parses it."""
-        ledger = self._ledger
-        latency = round((ledger.clock() - self._sent_at) * 1000, 3)
-        ledger.offer_answer(Answered(self._rows, bytes(frame), version, latency))
+        """Queue the entry with the broker's answer; the writer thread reads it."""
+        entry = self._entry
+        entry.answer = frame if frame.readonly else bytes(frame)
+        entry.version = version
+        entry.latency_ms = (self._ledger.clock() - self._sent_at) * 1000
+        self._ledger.offer(entry)
 
 
-class Answered:
-    """Rows of forwarded partitions and the broker's response frame (a copy), queued."""
-
-    __slots__ = ("rows", "frame", "version", "latency_ms")
-
-    def __init__(self, rows: dict[tuple[TopicKey, int], Row], frame: bytes, version: int,
-                 latency_ms: float) -> None:
-        self.rows = rows
-        self.frame = frame
-        self.version = version
-        self.latency_ms = latency_ms
-
-    def completed_rows(self, metrics: LedgerMetrics) -> list[Row]:
-        """The rows with the broker's code and base offset (None where unreadable)."""
-        results: dict[tuple[TopicKey, int], tuple[int, int]] = {}
-        try:
-            response = parse_produce_response(self.frame, self.version)
-        except ProtocolError:
-            metrics.response_parse_errors.inc()
-        else:
-            for t in response.topics:
-                for p in t.partitions:
-                    results[(t.key, p.index)] = (p.error_code, p.base_offset)
-        latency = self.latency_ms
-        out = []
-        for key, row in self.rows.items():
-            code, offset = results.get(key, (None, None))
-            # wire_error (13), broker_error (14), base_offset (15), latency_ms (18)
-            out.append(row[:13] + (code, code, offset) + row[16:18] + (latency,) + row[19:])
-        return out
-
-
-def _topic_name(d: Decision) -> str:
-    if d.topic is not None:
-        return d.topic
-    key = d.topic_key
-    return key.hex() if isinstance(key, bytes) else key
-
-
-def snapshot_lines(
-    view: ClusterView,
-    rule: RackRule,
-    instance: str,
-    seq: int,
-    wall: float,
-    now: float,
-    interval_s: float,
-) -> list[str]:
-    """One line per broker and one per partition of ``view``."""
-    base = {"v": SCHEMA_VERSION, "ts": wall, "instance": instance, "snapshot": seq,
-            "interval_s": interval_s}
-    lines = []
-    for node_id, rack in sorted(view.racks.items()):
-        lines.append(json.dumps({**base, "kind": "broker", "node_id": node_id, "rack": rack,
-                                 "live": node_id in view.brokers},
-                                separators=(",", ":")) + "\n")
-    for name in sorted(view.topics):
-        topic = view.topics[name]
-        age = view.age(now, topic)
-        for index in sorted(topic.partitions):
-            state = topic.partitions[index]
-            lines.append(json.dumps({
-                **base, "kind": "partition", "topic": name, "partition": index,
-                "leader": state.leader, "replicas": list(state.replicas),
-                "replica_racks": list(view.isr_racks(state.replicas)),
-                "isr": list(state.isr), "isr_racks": list(view.isr_racks(state.isr)),
-                "min_isr": topic.min_insync_replicas,
-                "required_racks": rule.required_racks(name),
-                "metadata_age_ms": round(age * 1000, 3) if age != float("inf") else None,
-            }, separators=(",", ":")) + "\n")
-    return lines
+def _held_bytes(entry: ProduceEntry) -> int:
+    answer = entry.answer
+    return len(entry.frame) + (0 if answer is None else len(answer))
 
 
 def ledger_from_settings(

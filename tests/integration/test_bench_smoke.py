@@ -21,10 +21,15 @@ def test_bench_smoke_measures_every_target(tmp_path: Path) -> None:
     result = subprocess.run([str(exe), "bench", "--smoke", "--json", str(out)],
                             capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
-    summary = json.loads(out.read_text())["summary"]
+    figures = json.loads(out.read_text())
+    summary = figures["summary"]
     assert set(summary) == {"direct", "rackguard", "rackguard-observe", "tansu-proxy"}
     for name, row in summary.items():
         assert row["1024B_mb_s"] > 0 and row["p50_ms"] > 0, name
         if name != "direct":
             assert row["peak_rss_mb"] > 0 and row["1024B_cpu_s_per_gb"] > 0, name
     assert "x direct" in result.stdout.splitlines()[0]
+    # the ledger's cost: both proxies carried the load and were measured
+    ledger = figures["ledger"]["summary"]["5x100/s"]
+    assert ledger["observe_partitions_per_s"] > 0 and ledger["observe+ledger_cpu_per_s"] > 0
+    assert "extra CPU" in result.stdout

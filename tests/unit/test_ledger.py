@@ -26,16 +26,10 @@ from protocol.headers import parse_request_header
 from proxy.connection import Forward, Reply
 from proxy.enforcement import RackEnforcer
 from proxy.enforcement_metrics import EnforcementMetrics
-from proxy.ledger import (
-    OBSERVED,
-    REJECTED,
-    DecisionLedger,
-    LedgerConfig,
-    RotatingJsonl,
-)
+from proxy.ledger import OBSERVED, REJECTED, DecisionLedger, LedgerConfig
+from proxy.ledger_files import RotatingJsonl
 from proxy.policy import RackRule
 from tests.unit._produce_oracle import kp_response
-from tests.unit._views import Clock
 from tests.unit.test_enforcement_hook import (
     BATCHES,
     CLIENT,
@@ -188,19 +182,31 @@ def test_unparsable_broker_answer_is_counted_and_still_handed_on(tmp_path: Path)
 
 
 def test_full_queue_drops_and_counts_never_blocks(tmp_path: Path) -> None:
-    registry = CollectorRegistry()
-    ledger = DecisionLedger(LedgerConfig(tmp_path, "x", queue_size=3), registry, Clock(),
-                            WallClock())
-    row = tuple(range(20))
-    for _ in range(10):
-        ledger.offer(row)
+    play = Playbook()
+    ledger, registry = ledger_for(play, tmp_path, queue_size=5)
+    frame = produce(12, [("audit", [0, 1])])  # both partitions rejected: queued at once
+    for _ in range(4):
+        assert isinstance(play(frame, 12), Reply)  # the reply never waits for the ledger
+    # 2 + 2 rows fit in 5; the next two requests' rows do not
     assert registry.get_sample_value("rackguard_ledger_rows_dropped_total",
-                                     {"reason": "queue_full"}) == 7
-    assert registry.get_sample_value("rackguard_ledger_queue_depth") == 3
-    assert ledger.flush() == 3
-    assert registry.get_sample_value("rackguard_ledger_rows_written_total") == 3
-    ledger.offer(row)  # room again
-    assert ledger.flush() == 1
+                                     {"reason": "queue_full"}) == 4
+    assert registry.get_sample_value("rackguard_ledger_queue_depth") == 4
+    assert ledger.flush() == 4
+    assert registry.get_sample_value("rackguard_ledger_rows_written_total") == 4
+    assert registry.get_sample_value("rackguard_ledger_queue_depth") == 0
+    play(frame, 12)  # room again
+    assert ledger.flush() == 2
+
+
+def test_queue_is_bounded_by_the_bytes_of_the_frames_it_holds(tmp_path: Path) -> None:
+    play = Playbook()
+    frame = produce(12, [("audit", [0, 1])])
+    ledger, registry = ledger_for(play, tmp_path, queue_bytes=len(frame) * 3)
+    for _ in range(5):
+        play(frame, 12)
+    assert registry.get_sample_value("rackguard_ledger_rows_dropped_total",
+                                     {"reason": "queue_full"}) == 4
+    assert ledger.flush() == 6
 
 
 def test_rotation_by_size_and_by_age(tmp_path: Path) -> None:

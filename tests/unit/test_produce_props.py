@@ -2,7 +2,8 @@
 
 Invariant under test: for any request kafka-python can encode, walking then dropping
 any set of partitions yields exactly kafka-python's encoding of the kept partitions;
-any response kafka-python can encode parses and rebuilds byte for byte; and no input,
+any response kafka-python can encode parses and rebuilds byte for byte, and the
+ledger's light reader (produce_results) agrees with the full parser; and no input,
 however broken, makes the codec raise anything but ProtocolError.
 """
 
@@ -32,6 +33,7 @@ from protocol.produce import (
     rewrite_produce_response_endpoints,
     walk_produce_request,
 )
+from protocol.produce_results import produce_results
 from tests.unit._produce_oracle import (
     VERSIONS,
     TopicSpec,
@@ -147,6 +149,10 @@ def test_response_build_parse_round_trip(
     assert [t.key for t in parsed.topics] == [t.key for t in topics]
     for pt, t in zip(parsed.topics, topics, strict=True):
         assert pt.partitions == tuple(normalise(p, version) for p in t.partitions)
+    # the ledger's light reader agrees with the full parser (the last duplicate wins)
+    assert produce_results(frame, version) == {
+        (t.key, p.index): (p.error_code, p.base_offset)
+        for t in parsed.topics for p in t.partitions}
     # kafka-python agrees on the frame
     d = kp_decode_response(frame, version)
     assert d.throttle_time_ms == throttle
@@ -204,6 +210,7 @@ def walk_frame(frame: bytes) -> None:
 
 def all_response_readers(frame: bytes, version: int) -> None:
     parse_produce_response(frame, version)
+    produce_results(frame, version)
     produce_response_endpoints(frame, version)
     rewrite_produce_response_endpoints(frame, version, lambda n, h, p: (h, p))
 
@@ -232,6 +239,8 @@ def test_every_truncation_of_a_response_raises_protocol_error(version: int) -> N
         for bad in (frame[:cut], refix(frame[:cut]) if cut >= 4 else frame[:cut]):
             with pytest.raises(ProtocolError):
                 parse_produce_response(bad, version)
+            with pytest.raises(ProtocolError):
+                produce_results(bad, version)
             if version >= 10:
                 with pytest.raises(ProtocolError):
                     rewrite_produce_response_endpoints(bad, version, lambda n, h, p: (h, p))
@@ -243,6 +252,8 @@ def test_trailing_bytes_raise(version: int) -> None:
         walk_frame(refix(sample_request(version) + b"\x00"))
     with pytest.raises(ProtocolError):
         parse_produce_response(refix(sample_response(version) + b"\x00"), version)
+    with pytest.raises(ProtocolError):
+        produce_results(refix(sample_response(version) + b"\x00"), version)
 
 
 @settings(max_examples=400, deadline=None)

@@ -1,0 +1,227 @@
+"""The ledger's share of ``rackguard bench``: the proxy's CPU at a fixed rate of checked
+produce partitions, in observe mode, with the decision ledger off and on.
+
+A client library decides for itself how many partitions go into one Produce
+request (librdkafka sends one partition per request, the Java client one
+request per broker with every ready partition), so the load here is made
+exactly: a few connections send pre-encoded acks=all Produce v9 requests, each
+with a one-record batch (100 bytes) for each of ``partitions`` partitions,
+``requests_per_s`` times a second in all, at most ``WINDOW`` in flight per
+connection, and read every answer. The proxy's CPU seconds per wall second are
+compared between the two proxies, alternating rounds, on the same broker and
+topic; the rate reached is reported next to them (a slow broker caps it).
+
+Invariant: the load is the same for both targets (same frame, same pacing);
+every answer is read and any partition error fails the run loudly; nothing
+here asserts a figure.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import statistics
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from protocol.produce_results import produce_results
+
+WINDOW = 8
+CONNECTIONS = 4
+PRODUCE_VERSION = 9
+_SIZE = struct.Struct(">i")
+
+
+@dataclass(frozen=True)
+class LedgerLoad:
+    partitions: int  # per request
+    requests_per_s: int
+
+    @property
+    def partitions_per_s(self) -> int:
+        return self.partitions * self.requests_per_s
+
+    @property
+    def label(self) -> str:
+        return f"{self.partitions}x{self.requests_per_s}/s"
+
+
+DEFAULT_LOADS = (LedgerLoad(50, 1000), LedgerLoad(1, 5000))
+
+
+@dataclass
+class LedgerSample:
+    target: str
+    load: str
+    round: int
+    cpu_per_s: float  # proxy CPU seconds per wall second
+    achieved_partitions_per_s: float
+
+
+@dataclass
+class LedgerResults:
+    samples: list[LedgerSample] = field(default_factory=list)
+    rows_written: int = 0
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for load in dict.fromkeys(s.load for s in self.samples):
+            row: dict[str, float] = {}
+            for target in ("observe", "observe+ledger"):
+                mine = [s for s in self.samples if s.load == load and s.target == target]
+                if mine:
+                    row[f"{target}_cpu_per_s"] = statistics.median(s.cpu_per_s for s in mine)
+                    row[f"{target}_partitions_per_s"] = statistics.median(
+                        s.achieved_partitions_per_s for s in mine)
+            if "observe_cpu_per_s" in row and "observe+ledger_cpu_per_s" in row:
+                row["extra_cpu_ratio"] = (row["observe+ledger_cpu_per_s"]
+                                          / row["observe_cpu_per_s"] - 1)
+            out[load] = row
+        return out
+
+
+def produce_frame(topic: str, partitions: int, record_size: int = 100) -> bytes:
+    """One acks=all Produce v9 request with a one-record batch per partition."""
+    from kafka.protocol.producer import ProduceRequest
+    from kafka.record.memory_records import MemoryRecordsBuilder
+
+    def batch() -> bytes:
+        builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
+        builder.append(timestamp=int(time.time() * 1000), key=None,
+                       value=os.urandom(record_size))
+        builder.close()
+        return bytes(builder.buffer())
+
+    cls = ProduceRequest[PRODUCE_VERSION]
+    tcls = cls.TopicProduceData
+    pcls = tcls.PartitionProduceData
+    request = cls(transactional_id=None, acks=-1, timeout_ms=30_000, topic_data=[
+        tcls(name=topic, partition_data=[pcls(index=i, records=batch())
+                                         for i in range(partitions)])])
+    request.with_header(correlation_id=1, client_id="rackguard-bench-ledger")
+    return bytes(request.encode(header=True, framed=True))
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, replication: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, replication)])[topic].result(30)
+
+
+class FramedReader:
+    """Complete frames out of a socket's byte stream (a tiny blocking-side splitter)."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._buf += data
+        frames = []
+        while len(self._buf) >= 4:
+            total = _SIZE.unpack_from(self._buf, 0)[0] + 4
+            if len(self._buf) < total:
+                break
+            frames.append(bytes(self._buf[:total]))
+            del self._buf[:total]
+        return frames
+
+
+def drive(bootstrap: str, frame: bytes, requests_per_s: int, seconds: float,
+          connections: int = CONNECTIONS) -> int:
+    """Send ``frame`` at the given rate for ``seconds`` over a few connections (round
+    robin, at most ``WINDOW`` in flight on each); returns the answers read.
+
+    Raises when an answer carries a partition error, the proxy closes a connection
+    or stops answering: a benchmark that silently measured failures would be worse
+    than none.
+    """
+    host, port = bootstrap.rsplit(":", 1)
+    socks = [socket.create_connection((host, int(port)), 10) for _ in range(connections)]
+    for sock in socks:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    readers = {sock: FramedReader() for sock in socks}
+    in_flight = dict.fromkeys(socks, 0)
+    total = int(seconds * requests_per_s)
+    sent = answered = 0
+    last_answer = start = time.perf_counter()
+    try:
+        while answered < total:
+            now = time.perf_counter()
+            due = min(int((now - start) * requests_per_s), total)
+            while sent < due:
+                sock = min(socks, key=in_flight.__getitem__)
+                if in_flight[sock] >= WINDOW:
+                    break
+                sock.sendall(frame)
+                in_flight[sock] += 1
+                sent += 1
+            if now - last_answer > 5.0:
+                raise RuntimeError(f"no answer from {bootstrap} within 5 s")
+            busy = [sock for sock in socks if in_flight[sock]]
+            if not busy:
+                time.sleep(0.0005)
+                continue
+            readable, _, _ = select.select(busy, [], [], 0.0005)
+            for sock in readable:
+                data = sock.recv(1 << 20)
+                if not data:
+                    raise RuntimeError(f"{bootstrap} closed the connection")
+                for answer in readers[sock].feed(data):
+                    in_flight[sock] -= 1
+                    answered += 1
+                    last_answer = time.perf_counter()
+                    if answered == 1 or answered % 997 == 0:  # the first and a sample after
+                        _check(bootstrap, answer)
+        return answered
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def _check(bootstrap: str, answer: bytes) -> None:
+    errors = {k: v for k, v in produce_results(answer, PRODUCE_VERSION).items() if v[0] != 0}
+    if errors:
+        raise RuntimeError(f"{bootstrap}: partition errors {errors}")
+
+
+def measure(
+    targets: list[tuple[str, str, int]],
+    loads: tuple[LedgerLoad, ...],
+    topic: str,
+    rounds: int,
+    seconds: float,
+    cpu_seconds: Any,
+) -> LedgerResults:
+    """``targets``: (name, bootstrap, proxy pid) for "observe" and "observe+ledger"."""
+    results = LedgerResults()
+    for load in loads:
+        frame = produce_frame(topic, load.partitions)
+        for _, bootstrap, _ in targets:  # warm up: connections, metadata, caches
+            drive(bootstrap, frame, min(load.requests_per_s, 200), 0.5)
+        for r in range(rounds):
+            order = targets if r % 2 == 0 else list(reversed(targets))
+            for name, bootstrap, pid in order:
+                cpu0, t0 = cpu_seconds(pid), time.perf_counter()
+                answered = drive(bootstrap, frame, load.requests_per_s, seconds)
+                elapsed = time.perf_counter() - t0
+                cpu = cpu_seconds(pid) - cpu0
+                results.samples.append(LedgerSample(
+                    name, load.label, r, cpu / elapsed, answered * load.partitions / elapsed))
+    return results
+
+
+def table(summary: dict[str, dict[str, float]]) -> str:
+    lines = [f"{'ledger load':<16} {'partitions/s':>12}  {'CPU observe':>11}  "
+             f"{'CPU +ledger':>11}  {'extra CPU':>9}"]
+    for load, row in summary.items():
+        if "extra_cpu_ratio" not in row:
+            continue
+        lines.append(
+            f"{load:<16} {row['observe+ledger_partitions_per_s']:12.0f}  "
+            f"{row['observe_cpu_per_s']:10.1%}  {row['observe+ledger_cpu_per_s']:10.1%}  "
+            f"{row['extra_cpu_ratio']:+9.1%}")
+    return "\n".join(lines)

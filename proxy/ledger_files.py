@@ -1,0 +1,76 @@
+"""Rotating JSON Lines files of the ledger directory.
+
+Invariant: a batch is written as whole lines and flushed, so a reader sees at
+most one torn line (the last, after a crash); a file is rotated by size and by
+age, checked before each batch, so it exceeds the size by at most one batch;
+file names carry the instance id, so several proxies can share one directory.
+Used by the ledger's writer thread only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO
+
+
+class RotatingJsonl:
+    """Whole-line appends to ``<prefix>-<instance>-<utc time>-<seq>.jsonl``, rotated.
+
+    A new file starts when the current one has reached ``rotate_bytes`` or is
+    ``rotate_seconds`` old (checked before each batch, so a file exceeds the
+    size by at most one batch). Used by the writer thread only.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        prefix: str,
+        instance_id: str,
+        rotate_bytes: int,
+        rotate_seconds: float,
+        wall_clock: Callable[[], float],
+    ) -> None:
+        self._directory = directory
+        self._prefix = prefix
+        self._instance = re.sub(r"[^A-Za-z0-9_.-]", "_", instance_id)
+        self._rotate_bytes = rotate_bytes
+        self._rotate_seconds = rotate_seconds
+        self._wall = wall_clock
+        self._file: IO[str] | None = None
+        self._opened_at = 0.0
+        self._size = 0
+        self._seq = itertools.count()
+        self.paths: list[Path] = []
+
+    def write(self, lines: Sequence[str]) -> None:
+        if not lines:
+            return
+        now = self._wall()
+        if (self._file is None or self._size >= self._rotate_bytes
+                or now - self._opened_at >= self._rotate_seconds):
+            self._open(now)
+        assert self._file is not None
+        text = "".join(lines)
+        self._file.write(text)
+        self._file.flush()
+        self._size += len(text.encode()) if not text.isascii() else len(text)
+
+    def _open(self, now: float) -> None:
+        self.close()
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now))
+        name = f"{self._prefix}-{self._instance}-{stamp}-{os.getpid()}-{next(self._seq):06d}.jsonl"
+        path = self._directory / name
+        self._file = path.open("a", encoding="utf-8")
+        self._opened_at = now
+        self._size = 0
+        self.paths.append(path)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

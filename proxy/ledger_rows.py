@@ -1,0 +1,244 @@
+"""Ledger rows: what the event loop hands over per produce, and the JSON lines made of it.
+
+The event loop hands over one :class:`ProduceEntry` per rack-checked request
+(references only: the walked request, its frame, the decisions, the view they
+were made on, and later the broker's answer); all per-partition work happens
+here, on the ledger's writer thread. :class:`RowFormatter` turns an entry into
+one JSON line per partition (schema v1, the fields ``pipeline/`` reads).
+
+Invariants:
+- a line is exactly ``json.loads``-equal to the dict of schema v1 fields; it is
+  assembled from pre-encoded fragments because one ``json.dumps`` per row cost
+  more than the whole Produce hook. The fragments: the per-request prefix
+  (time, request number, client), the per-partition context (topic, leader,
+  ISR, racks, rule, decision) cached per (view, partition, verdict), and the
+  per-row tail (codes, offset, records, bytes, latency, metadata age);
+- the frames an entry refers to are immutable (``bytes``-backed memoryviews),
+  so reading them here, on another thread, is safe;
+- rows of forwarded partitions carry the broker's code and base offset from its
+  answer, or nulls when the answer could not be read (the caller counts that).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+from protocol.primitives import Buffer, ProtocolError
+from protocol.produce import ProduceRequest, TopicKey, record_count
+from protocol.produce_results import produce_results
+from proxy.cluster_view import ClusterView
+from proxy.policy import NOT_ENOUGH_REPLICAS, Decision, RackRule, Verdict
+
+SCHEMA_VERSION = 1
+FORWARDED = "forwarded"
+REJECTED = "rejected"
+OBSERVED = "observed-would-reject"
+
+_I32 = struct.Struct(">i").unpack_from
+_BATCH_HEADER = 61  # v2 record batch header; records count is its last int32
+_MAX_CACHED_CONTEXTS = 200_000
+_MAX_CACHED_CLIENTS = 10_000
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
+
+Results = dict[tuple[TopicKey, int], tuple[int, int]]
+
+
+class ProduceEntry:
+    """One rack-checked produce request, queued for the writer thread.
+
+    ``decisions`` are the partitions this entry records (all of the request's,
+    or the rejected or forwarded part of a mixed one). ``answer`` is the broker's
+    response frame for forwarded partitions (None for rejected ones).
+    """
+
+    __slots__ = ("wall", "req", "client_id", "peer", "request", "frame", "decisions", "view",
+                 "observe", "dedicated_code", "answer", "version", "latency_ms")
+
+    def __init__(
+        self,
+        wall: float,
+        req: int,
+        client_id: str | None,
+        peer: str,
+        request: ProduceRequest,
+        frame: Buffer,
+        decisions: Sequence[Decision],
+        view: ClusterView,
+        observe: bool,
+        dedicated_code: int | None,
+    ) -> None:
+        self.wall = wall
+        self.req = req
+        self.client_id = client_id
+        self.peer = peer
+        self.request = request
+        self.frame = frame
+        self.decisions = decisions
+        self.view = view
+        self.observe = observe
+        self.dedicated_code = dedicated_code
+        self.answer: Buffer | None = None
+        self.version = 0
+        self.latency_ms: float | None = None
+
+
+class RowFormatter:
+    """Entries to JSON lines. Used by the writer thread only (its caches are unlocked)."""
+
+    def __init__(self, instance: str) -> None:
+        self._head = f'{{"v":{SCHEMA_VERSION},"kind":"produce","instance":{_dumps(instance)},"ts":'
+        self._clients: dict[tuple[str | None, str], str] = {}
+        self._contexts_view: ClusterView | None = None
+        self._contexts: dict[tuple[Any, ...], tuple[str, int | None]] = {}
+
+    def lines(self, entry: ProduceEntry, out: list[str]) -> bool:
+        """Append the entry's rows to ``out``; False when the broker's answer was unreadable."""
+        readable = True
+        results: Results = {}
+        if entry.answer is not None:
+            try:
+                results = produce_results(entry.answer, entry.version)
+            except ProtocolError:
+                readable = False
+        prefix = f'{self._head}{entry.wall!r},"req":{entry.req},{self._client(entry)}'
+        latency = "null" if entry.latency_ms is None else f"{entry.latency_ms:.3f}"
+        contexts = self._contexts_for(entry.view)
+        frame = entry.frame
+        last_age, age_text = -1.0, "null"
+        for d, span in self._spans(entry):
+            key = (d.topic_key, d.partition, d.verdict, d.required_racks, entry.observe,
+                   entry.dedicated_code)
+            context = contexts.get(key)
+            if context is None:
+                context = contexts[key] = _context(d, entry.view, entry.observe,
+                                                   entry.dedicated_code)
+            text, synthetic_code = context
+            records, size = _records_and_size(frame, span)
+            if d.metadata_age_s != last_age:
+                last_age = d.metadata_age_s
+                age_text = "null" if last_age == float("inf") else f"{last_age * 1000:.3f}"
+            if synthetic_code is not None:
+                out.append(f'{prefix}{text}"wire_error":{synthetic_code},"broker_error":null,'
+                           f'"base_offset":null,"records":{records},"bytes":{size},'
+                           f'"latency_ms":null,"metadata_age_ms":{age_text}}}\n')
+                continue
+            result = results.get((d.topic_key, d.partition))
+            if result is None:
+                codes = '"wire_error":null,"broker_error":null,"base_offset":null'
+            else:
+                code, offset = result
+                codes = f'"wire_error":{code},"broker_error":{code},"base_offset":{offset}'
+            out.append(f'{prefix}{text}{codes},"records":{records},"bytes":{size},'
+                       f'"latency_ms":{latency},"metadata_age_ms":{age_text}}}\n')
+        return readable
+
+    def _client(self, entry: ProduceEntry) -> str:
+        key = (entry.client_id, entry.peer)
+        text = self._clients.get(key)
+        if text is None:
+            if len(self._clients) >= _MAX_CACHED_CLIENTS:
+                self._clients.clear()
+            text = self._clients[key] = (
+                f'"client_id":{_dumps(entry.client_id)},"client_addr":{_dumps(entry.peer)},')
+        return text
+
+    def _contexts_for(self, view: ClusterView) -> dict[tuple[Any, ...], tuple[str, int | None]]:
+        # a context is valid for one view: leader, ISR and racks come from it
+        if view is not self._contexts_view or len(self._contexts) >= _MAX_CACHED_CONTEXTS:
+            self._contexts_view = view
+            self._contexts = {}
+        return self._contexts
+
+    @staticmethod
+    def _spans(entry: ProduceEntry) -> list[tuple[Decision, tuple[int, int] | None]]:
+        """Each decision with its partition's record-set span (decisions are in request order)."""
+        decisions = entry.decisions
+        topics = entry.request.topics
+        if len(decisions) == 1 and len(topics) == 1 and len(topics[0].partitions) == 1:
+            return [(decisions[0], topics[0].partitions[0].records)]  # librdkafka's shape
+        parts = [(t.key, p) for t in topics for p in t.partitions]
+        if len(parts) == len(decisions):
+            return [(d, p.records) for d, (_, p) in zip(decisions, parts, strict=True)]
+        spans = {(key, p.index): p.records for key, p in parts}
+        return [(d, spans.get((d.topic_key, d.partition))) for d in decisions]
+
+
+def _context(
+    d: Decision, view: ClusterView, observe: bool, dedicated_code: int | None
+) -> tuple[str, int | None]:
+    """The row fragment from topic to reason (with a trailing comma), and the synthetic
+    error code when the proxy answered the partition itself (None when forwarded)."""
+    racks = d.isr_racks if d.required_racks > 1 or not d.isr else view.isr_racks(d.isr)
+    rejects = d.verdict.rejects
+    code: int | None = None
+    if rejects and not observe:
+        decision, code = REJECTED, NOT_ENOUGH_REPLICAS
+        if d.verdict is Verdict.NOT_ENOUGH_RACKS and dedicated_code is not None:
+            code = dedicated_code
+    else:
+        decision = OBSERVED if rejects else FORWARDED
+    fields = {
+        "topic": topic_name(d), "partition": d.partition, "leader": d.leader,
+        "isr": list(d.isr), "isr_racks": list(racks), "required_racks": d.required_racks,
+        "min_isr": d.min_insync_replicas, "decision": decision,
+        "reason": "" if d.verdict is Verdict.PASS else d.verdict.value,
+    }
+    return _dumps(fields)[1:-1] + ",", code
+
+
+def _records_and_size(frame: Buffer, span: tuple[int, int] | None) -> tuple[int, int]:
+    """Records (from batch headers; -1 when they cannot be read) and bytes of a record set."""
+    if span is None:
+        return 0, 0
+    start, end = span
+    size = end - start
+    # the common case, one batch: its length field accounts for the whole record set
+    if size >= _BATCH_HEADER and _I32(frame, start + 8)[0] + 12 == size:
+        return _I32(frame, start + 57)[0], size
+    try:
+        return record_count(frame, span), size
+    except ProtocolError:
+        return -1, size  # the broker judges the batch; the ledger does not
+
+
+def topic_name(d: Decision) -> str:
+    if d.topic is not None:
+        return d.topic
+    key = d.topic_key
+    return key.hex() if isinstance(key, bytes) else key
+
+
+def snapshot_lines(
+    view: ClusterView,
+    rule: RackRule,
+    instance: str,
+    seq: int,
+    wall: float,
+    now: float,
+    interval_s: float,
+) -> list[str]:
+    """One line per broker and one per partition of ``view``."""
+    base = {"v": SCHEMA_VERSION, "ts": wall, "instance": instance, "snapshot": seq,
+            "interval_s": interval_s}
+    lines = []
+    for node_id, rack in sorted(view.racks.items()):
+        lines.append(_dumps({**base, "kind": "broker", "node_id": node_id, "rack": rack,
+                             "live": node_id in view.brokers}) + "\n")
+    for name in sorted(view.topics):
+        topic = view.topics[name]
+        age = view.age(now, topic)
+        for index in sorted(topic.partitions):
+            state = topic.partitions[index]
+            lines.append(_dumps({
+                **base, "kind": "partition", "topic": name, "partition": index,
+                "leader": state.leader, "replicas": list(state.replicas),
+                "replica_racks": list(view.isr_racks(state.replicas)),
+                "isr": list(state.isr), "isr_racks": list(view.isr_racks(state.isr)),
+                "min_isr": topic.min_insync_replicas,
+                "required_racks": rule.required_racks(name),
+                "metadata_age_ms": round(age * 1000, 3) if age != float("inf") else None,
+            }) + "\n")
+    return lines
