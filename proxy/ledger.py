@@ -54,13 +54,16 @@ from proxy.ledger_rows import (
     RowFormatter,
     snapshot_lines,
 )
-from proxy.policy import Decision, RackRule
+from proxy.policy import Decision, RackRule, Verdict
 from proxy.response_queue import ResponseTransform
 
 __all__ = ["FORWARDED", "OBSERVED", "REJECTED", "DecisionLedger", "LedgerConfig",
            "PendingProduce", "ledger_from_settings"]
 
 log = logging.getLogger("rackguard.ledger")
+
+# Verdict.rejects is a property call, too slow to make once per partition here
+_REJECTING = tuple(v for v in Verdict if v.rejects)
 
 DECISION_FILE_PREFIX = "decisions"
 SNAPSHOT_FILE_PREFIX = "snapshots"
@@ -183,13 +186,14 @@ class DecisionLedger:
         req = next(self._requests)
         if observe:
             return PendingProduce(self, entry(decisions), now)
-        rejected = [d for d in decisions if d.verdict.rejects]
+        rejected = [d for d in decisions if d.verdict in _REJECTING]
         if not rejected:
             return PendingProduce(self, entry(decisions), now)
         self.offer(entry(rejected))
         if len(rejected) == len(decisions):
             return None
-        return PendingProduce(self, entry([d for d in decisions if not d.verdict.rejects]), now)
+        forwarded = [d for d in decisions if d.verdict not in _REJECTING]
+        return PendingProduce(self, entry(forwarded), now)
 
     # ----- lifecycle
     def start(self) -> None:
