@@ -20,6 +20,7 @@ from protocol.headers import response_body_offset
 from protocol.primitives import Buffer, ProtocolError, skip_string
 from protocol.produce_request import (
     FIRST_FLEXIBLE_VERSION,
+    FIRST_TOPIC_ID_VERSION,
     MAX_PRODUCE_VERSION,
     MIN_PRODUCE_VERSION,
     PRODUCE_API_KEY,
@@ -51,15 +52,18 @@ def produce_results(frame: Buffer, version: int) -> dict[tuple[TopicKey, int], t
 
 def _scan(frame: Buffer, version: int) -> dict[tuple[TopicKey, int], tuple[int, int]]:
     end = check_size_prefix(frame)
-    pos = response_body_offset(frame, PRODUCE_API_KEY, version)
     flexible = version >= FIRST_FLEXIBLE_VERSION
+    if flexible and end > 8 and frame[8] == 0:  # no tagged fields in the header: the usual case
+        pos = 9
+    else:
+        pos = response_body_offset(frame, PRODUCE_API_KEY, version)
     record_errors = version >= FIRST_RECORD_ERRORS_VERSION
     part_size = 14 + _AFTER_OFFSET + (8 if version >= FIRST_LOG_START_OFFSET_VERSION else 0)
     head = _PART_HEAD.unpack_from
     out: dict[tuple[TopicKey, int], tuple[int, int]] = {}
     n_topics, pos = read_checked_array_len(frame, pos, flexible, end)
     for _ in range(n_topics):
-        key, pos = read_topic_key(frame, pos, version, flexible)
+        key, pos = _topic_key(frame, pos, version, flexible, end)
         if flexible and 0 < frame[pos] < 0x80:  # a one-byte compact length, the usual case
             n_parts = frame[pos] - 1
             pos += 1
@@ -90,6 +94,26 @@ def _scan(frame: Buffer, version: int) -> dict[tuple[TopicKey, int], tuple[int, 
     if pos != end:
         raise ProtocolError(f"{end - pos} unexpected bytes after the Produce response body")
     return out
+
+
+def _topic_key(
+    frame: Buffer, pos: int, version: int, flexible: bool, end: int
+) -> tuple[TopicKey, int]:
+    if version < FIRST_TOPIC_ID_VERSION:
+        if flexible:  # a compact name of fewer than 127 bytes (one length byte): the usual case
+            size, start = frame[pos] - 1, pos + 1
+            if size >= 0x7F:
+                size = -1
+        else:
+            size, start = (frame[pos] << 8) | frame[pos + 1], pos + 2
+            if size >= 0x8000:
+                size = -1
+        if 0 <= size and start + size <= end:
+            try:
+                return str(frame[start : start + size], "utf-8"), start + size
+            except UnicodeDecodeError as exc:
+                raise ProtocolError(f"invalid UTF-8 topic name at offset {start}") from exc
+    return read_topic_key(frame, pos, version, flexible)  # ids, nulls, long or bad lengths
 
 
 def _skip_record_errors(frame: Buffer, pos: int, flexible: bool, end: int) -> int:
