@@ -63,6 +63,7 @@ __all__ = ["FORWARDED", "OBSERVED", "REJECTED", "DecisionLedger", "LedgerConfig"
 log = logging.getLogger("rackguard.ledger")
 
 _YIELD_ROWS = 200  # rows the writer formats (~0.3 ms) before it lets the event loop run
+_CHUNK_ROWS = 2_000  # rows per file write (one join of them holds the GIL)
 _YIELD_S = 0.0001  # a real sleep: sleep(0) releases the GIL but often takes it straight back
 # Verdict.rejects is a property call, too slow to make once per partition here
 _REJECTING = tuple(v for v in Verdict if v.rejects)
@@ -243,7 +244,7 @@ class DecisionLedger:
             self._decisions.close()
             self._snapshots.close()
 
-    def flush(self, batch_rows: int = 2_000) -> int:
+    def flush(self, batch_rows: int = _CHUNK_ROWS) -> int:
         """Write what is queued (called by the writer thread, or by tests directly)."""
         written = 0
         queue = self._queue
@@ -284,15 +285,28 @@ class DecisionLedger:
         if view.refreshed_at is None:
             return 0  # nothing confirmed yet
         rule = self._rule_source() if self._rule_source is not None else RackRule()
+        written = 0
+        chunk: list[str] = []
         lines = snapshot_lines(view, rule, self.config.instance_id, next(self._snapshot_seq),
                                self.wall_clock(), self.clock(), self.config.snapshot_interval_s)
         try:
-            self._snapshots.write(lines)
+            # in chunks, with pauses: a 100,000-partition view takes most of a second
+            # to encode, and one join of it would hold the GIL for tens of milliseconds
+            for line in lines:
+                chunk.append(line)
+                if len(chunk) % _YIELD_ROWS == 0:
+                    time.sleep(_YIELD_S)
+                if len(chunk) >= _CHUNK_ROWS:
+                    self._snapshots.write(chunk)
+                    written += len(chunk)
+                    chunk = []
+            self._snapshots.write(chunk)
+            written += len(chunk)
         except OSError as exc:
             self._log_error("ledger snapshot write failed: %s", exc)
             return 0
         self.metrics.snapshots.inc()
-        return len(lines)
+        return written
 
     def _log_error(self, text: str, *args: object) -> None:
         now = self.clock()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from protocol.primitives import Buffer, ProtocolError
@@ -219,20 +219,19 @@ def snapshot_lines(
     wall: float,
     now: float,
     interval_s: float,
-) -> list[str]:
-    """One line per broker and one per partition of ``view``."""
+) -> Iterator[str]:
+    """One line per broker and one per partition of ``view`` (lazily: the caller paces it)."""
     base = {"v": SCHEMA_VERSION, "ts": wall, "instance": instance, "snapshot": seq,
             "interval_s": interval_s}
-    lines = []
     for node_id, rack in sorted(view.racks.items()):
-        lines.append(_dumps({**base, "kind": "broker", "node_id": node_id, "rack": rack,
-                             "live": node_id in view.brokers}) + "\n")
+        yield _dumps({**base, "kind": "broker", "node_id": node_id, "rack": rack,
+                      "live": node_id in view.brokers}) + "\n"
     for name in sorted(view.topics):
         topic = view.topics[name]
         age = view.age(now, topic)
         for index in sorted(topic.partitions):
             state = topic.partitions[index]
-            lines.append(_dumps({
+            yield _dumps({
                 **base, "kind": "partition", "topic": name, "partition": index,
                 "leader": state.leader, "replicas": list(state.replicas),
                 "replica_racks": list(view.isr_racks(state.replicas)),
@@ -240,5 +239,4 @@ def snapshot_lines(
                 "min_isr": topic.min_insync_replicas,
                 "required_racks": rule.required_racks(name),
                 "metadata_age_ms": round(age * 1000, 3) if age != float("inf") else None,
-            }) + "\n")
-    return lines
+            }) + "\n"
