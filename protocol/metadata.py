@@ -17,7 +17,10 @@ Invariants:
   tuples of ints for replica sets. Identical replica/ISR/offline arrays (same
   bytes) are decoded once per response and shared between partitions. For
   frames of 256 KiB and more the cyclic GC is paused during the decode (the
-  values built are acyclic) and re-enabled afterwards, also on error.
+  values built are acyclic) and re-enabled afterwards, also on error. An
+  optional ``pause`` callable is called between topics and every
+  1,024 partitions within a topic (a caller on a worker thread uses it to let
+  other threads run); it never changes what is read.
 * Both raise :class:`ProtocolError` for malformed input, never anything else
   (an exception raised by the caller's mapper is propagated unchanged).
 
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import gc
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -144,25 +148,30 @@ _PART_V7 = struct.Struct(">hiii")  # error, index, leader, epoch (v7-v8)
 _PART_FLEX = struct.Struct(">hiii")  # error, index, leader, epoch (v9+)
 _EMPTY: tuple[int, ...] = ()
 _GC_PAUSE_FROM = 256 * 1024
+_CHUNK = 1024  # partitions read between two calls of ``pause`` (about 1 ms)
+Pause = Callable[[], object] | None
 
 
-def read_metadata(frame: Buffer, version: int) -> MetadataSnapshot:
-    """Decode a whole Metadata response frame into a :class:`MetadataSnapshot`."""
+def read_metadata(frame: Buffer, version: int, pause: Pause = None) -> MetadataSnapshot:
+    """Decode a whole Metadata response frame into a :class:`MetadataSnapshot`.
+
+    ``pause``, if given, is called between topics and every 1,024 partitions.
+    """
     buf = bytes(frame)
     pos = check_frame(buf, API_KEY, version, MAX_VERSION)
     if len(buf) < _GC_PAUSE_FROM or not gc.isenabled():
-        return _read(buf, pos, version)
+        return _read(buf, pos, version, pause)
     # A big response builds ~100k acyclic tuples; collections triggered by those
     # allocations would only rescan them (about a third of the parse time).
     gc.disable()
     try:
-        return _read(buf, pos, version)
+        return _read(buf, pos, version, pause)
     finally:
         gc.enable()
 
 
 @guard
-def _read(buf: bytes, pos: int, version: int) -> MetadataSnapshot:
+def _read(buf: bytes, pos: int, version: int, pause: Pause) -> MetadataSnapshot:
     compact = version >= FLEXIBLE_FROM
     end = len(buf)
     i32 = _I32.unpack_from
@@ -215,9 +224,9 @@ def _read(buf: bytes, pos: int, version: int) -> MetadataSnapshot:
             is_internal = buf[pos] != 0
             pos += 1
         if compact:
-            partitions, pos = _read_partitions_flex(buf, pos, cache)
+            partitions, pos = _read_partitions_flex(buf, pos, cache, pause)
         else:
-            partitions, pos = _read_partitions_legacy(buf, pos, version, cache)
+            partitions, pos = _read_partitions_legacy(buf, pos, version, cache, pause)
         if version >= 8:
             pos += 4  # topic authorized operations
         if compact:
@@ -225,6 +234,8 @@ def _read(buf: bytes, pos: int, version: int) -> MetadataSnapshot:
         if pos > end:
             raise ProtocolError("truncated topic")
         topics.append(TopicMetadata(name, topic_id, error_code, is_internal, partitions))
+        if pause is not None:
+            pause()
     if 8 <= version <= 10:
         pos += 4  # cluster authorized operations
     error_code = 0
@@ -249,7 +260,7 @@ def _array(k: int) -> struct.Struct:
 
 
 def _read_partitions_legacy(
-    buf: bytes, pos: int, version: int, cache: ArrayCache
+    buf: bytes, pos: int, version: int, cache: ArrayCache, pause: Pause
 ) -> tuple[tuple[PartitionMetadata, ...], int]:
     """Partitions of a non-flexible (v0-v8) response.
 
@@ -275,38 +286,41 @@ def _read_partitions_legacy(
     fixed = _PART_V7 if has_epoch else _PART_V0
     fixed_unpack = fixed.unpack_from
     fixed_size = fixed.size
-    for _ in range(n):
-        if has_epoch:
-            err, idx, leader, epoch = fixed_unpack(buf, pos)
-        else:
-            err, idx, leader = fixed_unpack(buf, pos)
-            epoch = -1
-        start = pos + fixed_size
-        k1 = i32(buf, start)[0]
-        p2 = start + 4 + 4 * k1
-        k2 = i32(buf, p2)[0]
-        pos = p2 + 4 + 4 * k2
-        k3 = 0
-        if has_offline:
-            p3 = pos
-            k3 = i32(buf, p3)[0]
-            pos = p3 + 4 + 4 * k3
-        if k1 < 0 or k2 < 0 or k3 < 0 or pos > end:
-            raise ProtocolError(f"bad replica arrays at offset {start}")
-        key = buf[start:pos]
-        arrays = get(key)
-        if arrays is None:
-            arrays = cache[key] = (
-                _array(k1).unpack_from(buf, start + 4),
-                _array(k2).unpack_from(buf, p2 + 4),
-                _array(k3).unpack_from(buf, p3 + 4) if has_offline else empty,
-            )
-        append(tnew(cls, (idx, err, leader, epoch, *arrays)))
+    for done in range(0, n, _CHUNK):
+        if done and pause is not None:
+            pause()
+        for _ in range(min(_CHUNK, n - done)):
+            if has_epoch:
+                err, idx, leader, epoch = fixed_unpack(buf, pos)
+            else:
+                err, idx, leader = fixed_unpack(buf, pos)
+                epoch = -1
+            start = pos + fixed_size
+            k1 = i32(buf, start)[0]
+            p2 = start + 4 + 4 * k1
+            k2 = i32(buf, p2)[0]
+            pos = p2 + 4 + 4 * k2
+            k3 = 0
+            if has_offline:
+                p3 = pos
+                k3 = i32(buf, p3)[0]
+                pos = p3 + 4 + 4 * k3
+            if k1 < 0 or k2 < 0 or k3 < 0 or pos > end:
+                raise ProtocolError(f"bad replica arrays at offset {start}")
+            key = buf[start:pos]
+            arrays = get(key)
+            if arrays is None:
+                arrays = cache[key] = (
+                    _array(k1).unpack_from(buf, start + 4),
+                    _array(k2).unpack_from(buf, p2 + 4),
+                    _array(k3).unpack_from(buf, p3 + 4) if has_offline else empty,
+                )
+            append(tnew(cls, (idx, err, leader, epoch, *arrays)))
     return tuple(out), pos
 
 
 def _read_partitions_flex(
-    buf: bytes, pos: int, cache: ArrayCache
+    buf: bytes, pos: int, cache: ArrayCache, pause: Pause
 ) -> tuple[tuple[PartitionMetadata, ...], int]:
     """Partitions of a flexible (v9+) response (same caching as the legacy reader)."""
     end = len(buf)
@@ -321,40 +335,43 @@ def _read_partitions_flex(
     fixed_unpack = _PART_FLEX.unpack_from
     out: list[PartitionMetadata] = []
     append = out.append
-    for _ in range(n):
-        err, idx, leader, epoch = fixed_unpack(buf, pos)
-        start = pos + 14
-        fast = False
-        # fast path: three arrays of fewer than 127 elements (one-byte lengths)
-        b1 = buf[start]
-        if 0 < b1 < 0x80:
-            p2 = start + 4 * b1 - 3
-            b2 = buf[p2]
-            if 0 < b2 < 0x80:
-                p3 = p2 + 4 * b2 - 3
-                b3 = buf[p3]
-                if 0 < b3 < 0x80:
-                    pos = p3 + 4 * b3 - 3
-                    fast = True
-        if fast:
-            if pos > end:
-                raise ProtocolError(f"truncated partition at offset {start}")
-            key = buf[start:pos]
-            arrays = get(key)
-            if arrays is None:
-                arrays = cache[key] = (
-                    small[b1 - 1].unpack_from(buf, start + 1),
-                    small[b2 - 1].unpack_from(buf, p2 + 1),
-                    small[b3 - 1].unpack_from(buf, p3 + 1),
-                )
-        else:
-            arrays, pos = _compact_arrays(buf, start)
-            arrays = cache.setdefault(buf[start:pos], arrays)
-        if buf[pos]:
-            pos = skip_tagged_fields(buf, pos)
-        else:
-            pos += 1
-        append(tnew(cls, (idx, err, leader, epoch, *arrays)))
+    for done in range(0, n, _CHUNK):
+        if done and pause is not None:
+            pause()
+        for _ in range(min(_CHUNK, n - done)):
+            err, idx, leader, epoch = fixed_unpack(buf, pos)
+            start = pos + 14
+            fast = False
+            # fast path: three arrays of fewer than 127 elements (one-byte lengths)
+            b1 = buf[start]
+            if 0 < b1 < 0x80:
+                p2 = start + 4 * b1 - 3
+                b2 = buf[p2]
+                if 0 < b2 < 0x80:
+                    p3 = p2 + 4 * b2 - 3
+                    b3 = buf[p3]
+                    if 0 < b3 < 0x80:
+                        pos = p3 + 4 * b3 - 3
+                        fast = True
+            if fast:
+                if pos > end:
+                    raise ProtocolError(f"truncated partition at offset {start}")
+                key = buf[start:pos]
+                arrays = get(key)
+                if arrays is None:
+                    arrays = cache[key] = (
+                        small[b1 - 1].unpack_from(buf, start + 1),
+                        small[b2 - 1].unpack_from(buf, p2 + 1),
+                        small[b3 - 1].unpack_from(buf, p3 + 1),
+                    )
+            else:
+                arrays, pos = _compact_arrays(buf, start)
+                arrays = cache.setdefault(buf[start:pos], arrays)
+            if buf[pos]:
+                pos = skip_tagged_fields(buf, pos)
+            else:
+                pos += 1
+            append(tnew(cls, (idx, err, leader, epoch, *arrays)))
     return tuple(out), pos
 
 

@@ -5,6 +5,17 @@ again to merge; done on the event loop, every connection would stall that
 long. Here both run on one worker thread, and only the swap of the finished
 view happens on the loop. Invariant: one worker, so views are built in the
 order responses arrived; the store is only ever written from the loop thread.
+
+For a large response (256 KiB and more) the worker never keeps the event
+loop waiting more than about a millisecond: it naps (a 50 us sleep, so the
+loop gets both the GIL and, if they share one, the CPU) after every
+millisecond of work, between topics and chunks of 1,024 partitions, in the
+read, the build and the release alike; from before the build is handed to the
+worker until the replaced view has been freed the GIL switch interval is
+short, for whatever runs between two naps; the cyclic GC is paused during the
+build, and the new objects are frozen (:func:`gc.freeze`) before it resumes,
+so no collection ever scans them; the parsed response and the replaced view
+are freed a few objects at a time. None of this changes the view built.
 """
 
 from __future__ import annotations
@@ -13,7 +24,10 @@ import asyncio
 import gc
 import logging
 import sys
+import time
+from collections.abc import Callable, Iterable, MutableSequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from protocol.addresses import BrokerAddress
 from protocol.metadata import MetadataSnapshot, read_metadata
@@ -24,9 +38,52 @@ log = logging.getLogger("rackguard.cluster")
 
 _LARGE_FRAME = 256 * 1024  # Metadata responses from here on get the treatment below
 _SWITCH_INTERVAL_S = 0.0005
+_WORK_S = 0.001  # worker time between two naps
+_NAP_S = 0.00005
+_CHUNK = 1024  # objects freed between two calls of ``pause``
 
 
-def _release_gradually(box: list[ClusterView]) -> None:
+class Pacer:
+    """``pause()``: sleep ``nap`` seconds if ``work`` seconds have passed since the last nap.
+
+    A CPU-bound worker thread otherwise delays the event loop thread twice over: the
+    loop waits for the GIL (the switch interval), and, woken on a CPU the worker is
+    running on, for the scheduler to preempt the worker (up to a tick: 4 ms on the
+    project's machine). A sleep hands over both at once.
+    """
+
+    def __init__(self, work: float = _WORK_S, nap: float = _NAP_S,
+                 clock: Callable[[], float] = time.perf_counter,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self._work = work
+        self._nap = nap
+        self._clock = clock
+        self._sleep = sleep
+        self._last = clock()
+
+    def __call__(self) -> None:
+        if self._clock() - self._last >= self._work:
+            self._sleep(self._nap)
+            self._last = self._clock()
+
+
+def _gather(groups: list[Iterable[object]], pause: Callable[[], object]) -> list[object]:
+    out: list[object] = []
+    for group in groups:
+        out.extend(group)
+        pause()
+    return out
+
+
+def _pop_all(objects: MutableSequence[Any], pause: Callable[[], object]) -> None:
+    """Drop ``objects`` a chunk at a time (each pop may free a whole subtree)."""
+    while objects:
+        for _ in range(min(_CHUNK, len(objects))):
+            objects.pop()
+        pause()
+
+
+def _release_gradually(box: list[ClusterView], pause: Callable[[], object]) -> None:
     """Free a replaced view on the worker, a few objects at a time.
 
     Dropping the last reference to 100,000 objects at once frees them in one C-level
@@ -34,23 +91,20 @@ def _release_gradually(box: list[ClusterView]) -> None:
     """
     view = box.pop()
     topics = list(view.topics.values())
-    parts: list[object] = [p for t in topics for p in t.partitions.values()]
+    parts = _gather([t.partitions.values() for t in topics], pause)
     del view
-    while topics:
-        topics.pop()
-    while parts:
-        parts.pop()
+    _pop_all(topics, pause)
+    _pop_all(parts, pause)
 
 
-def _drop_snapshot_gradually(box: list[MetadataSnapshot]) -> None:
+def _drop_snapshot_gradually(box: list[MetadataSnapshot], pause: Callable[[], object]
+                             ) -> None:
     snapshot = box.pop()
     topics = list(snapshot.topics)
-    parts: list[object] = [p for t in topics for p in t.partitions]
+    parts = _gather([t.partitions for t in topics], pause)
     del snapshot
-    while topics:
-        topics.pop()
-    while parts:
-        parts.pop()
+    _pop_all(topics, pause)
+    _pop_all(parts, pause)
 
 
 class ViewFeeder:
@@ -59,6 +113,9 @@ class ViewFeeder:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="rackguard-view")
         self._pending: set[asyncio.Future[None]] = set()
         self._lock = asyncio.Lock()  # each build starts from the view the last one installed
+        # Large absorbs in flight (build to release); only touched on the loop thread.
+        self._gentle = 0
+        self._saved_interval = sys.getswitchinterval()
 
     async def absorb(self, frame: bytes | memoryview, version: int, full: bool
                      ) -> tuple[BrokerAddress, ...]:
@@ -68,41 +125,63 @@ class ViewFeeder:
         the worker thread too: freeing 100,000 objects is itself a stall of ~20 ms.
         """
         loop = asyncio.get_running_loop()
-        async with self._lock:
-            brokers, view = await loop.run_in_executor(
-                self._executor, self._build, frame, version, full)
-            replaced = self._store.install(view)
-        box = [replaced]
-        del replaced
-        self._executor.submit(_release_gradually, box)
-        if len(frame) >= _LARGE_FRAME:
-            # Keep later full GC passes from re-scanning the long-lived view objects
-            # (each pass would be a stall of its own); they are still freed by refcount.
-            gc.freeze()
+        large = len(frame) >= _LARGE_FRAME
+        if large:
+            # Set here, not on the worker: a loop thread that starts waiting for the GIL
+            # before the worker shortens the interval would wait the old 5 ms.
+            self._begin_gentle()
+        try:
+            async with self._lock:
+                brokers, view = await loop.run_in_executor(
+                    self._executor, self._build, frame, version, full, large)
+                replaced = self._store.install(view)
+            box = [replaced]
+            del replaced
+            released = loop.run_in_executor(
+                self._executor, _release_gradually, box, Pacer() if large else _no_pause)
+        except BaseException:
+            if large:
+                self._end_gentle()
+            raise
+        if large:
+            released.add_done_callback(self._end_gentle)
         return brokers
 
-    def _build(self, frame: bytes | memoryview, version: int, full: bool
+    def _begin_gentle(self) -> None:
+        if self._gentle == 0:
+            self._saved_interval = sys.getswitchinterval()
+            sys.setswitchinterval(_SWITCH_INTERVAL_S)
+        self._gentle += 1
+
+    def _end_gentle(self, _: object = None) -> None:
+        if self._gentle == 0:  # close() already restored the interval
+            return
+        self._gentle -= 1
+        if self._gentle == 0:
+            sys.setswitchinterval(self._saved_interval)
+
+    def _build(self, frame: bytes | memoryview, version: int, full: bool, large: bool
                ) -> tuple[tuple[BrokerAddress, ...], ClusterView]:
-        if len(frame) < _LARGE_FRAME:
+        if not large:
             snapshot = read_metadata(frame, version)
             return snapshot.brokers, self._store.build(snapshot, full)
-        # A cyclic-GC pass started by these allocations would run on this thread while
-        # holding the GIL (tens of ms at 100,000 partitions); the objects built here hold
-        # no cycles, so collection waits until they are done and installed.
-        # And the GIL is handed back to the event loop more often than every 5 ms while
-        # this runs, so the loop waits at most about that long for it.
+        # A cyclic-GC pass started by these allocations would run while holding the GIL
+        # (tens of ms at 100,000 partitions); the objects built here hold no cycles.
         enabled = gc.isenabled()
-        interval = sys.getswitchinterval()
         gc.disable()
-        sys.setswitchinterval(_SWITCH_INTERVAL_S)
+        pause = Pacer()
         try:
-            box = [read_metadata(frame, version)]
-            view = self._store.build(box[0], full)
+            box = [read_metadata(frame, version, pause)]
+            view = self._store.build(box[0], full, pause)
             brokers = box[0].brokers
-            _drop_snapshot_gradually(box)
+            _drop_snapshot_gradually(box, pause)
+            # Moves every tracked object out of the generations in O(1). Otherwise the
+            # first young collection after gc.enable() would scan the whole new view
+            # (~10 ms), and full collections would rescan it for as long as it lives;
+            # it is still freed by refcount.
+            gc.freeze()
             return brokers, view
         finally:
-            sys.setswitchinterval(interval)
             if enabled:
                 gc.enable()
 
@@ -123,3 +202,10 @@ class ViewFeeder:
         for task in self._pending:
             task.cancel()
         self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._gentle:
+            self._gentle = 0
+            sys.setswitchinterval(self._saved_interval)
+
+
+def _no_pause() -> None:
+    pass

@@ -1,4 +1,5 @@
-"""The microbenchmarks run (a few iterations), so they never rot; figures are not asserted."""
+"""The benchmark scripts run (a few iterations), so they never rot; figures are not asserted
+(timed assertions flake on a shared machine)."""
 
 from __future__ import annotations
 
@@ -16,3 +17,15 @@ def test_micro_benchmarks_quick_run_prints_every_figure() -> None:
     for label in ("produce acks peek", "produce walk", "rack decision", "metadata v12 rewrite",
                   "metadata v12 read", "cluster view update"):
         assert label in result.stdout, result.stdout
+
+
+def test_loop_lag_quick_run_prints_its_figures() -> None:
+    # 10,000 partitions: a frame above the 256 KiB line, so the large-frame path runs
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "loop_lag.py"), "--partitions", "10000",
+         "--repeat", "2"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "run 2: longest stall" in result.stdout, result.stdout
+    assert "longest stall median" in result.stdout, result.stdout
+    assert "on the event loop: longest stall" in result.stdout, result.stdout

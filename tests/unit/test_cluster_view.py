@@ -5,7 +5,8 @@ partial one merges into it (UNKNOWN_TOPIC_OR_PARTITION removes a topic);
 racks are remembered by node id after a broker leaves the broker list;
 operator racks fill only missing racks unless told to override; topic ids
 resolve to names; min.insync.replicas survives metadata updates; every update
-builds a new view and leaves the old one exactly as it was.
+builds a new view and leaves the old one exactly as it was; a build that pauses
+between chunks of work builds the same view.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from proxy.cluster_view import (
     ClusterView,
     ClusterViewStore,
     PartitionState,
+    TopicState,
 )
 from tests.unit._views import BROKERS, Clock, broker, part, snap, tid, topic
 
@@ -251,6 +253,37 @@ def test_apply_min_insync_replicas_keeps_other_state(store: ClusterViewStore) ->
     assert after.topics["a"].partitions is before.topics["a"].partitions
     assert after.topic(tid(1)) is after.topics["a"]
     assert before.topics["a"].min_insync_replicas is None
+
+
+def test_apply_min_insync_replicas_copies_every_other_field(store: ClusterViewStore) -> None:
+    # it builds TopicState field by field (faster than dataclasses.replace): a field added
+    # to TopicState and not copied there would be lost here
+    before = store.apply_metadata(snap([topic("a", [part(0, (1,))], tid(1))]), full=True)
+    old = before.topics["a"]
+    new = store.apply_min_insync_replicas({"a": 3}).topics["a"]
+    assert new == dataclasses.replace(old, min_insync_replicas=3)
+    for f in dataclasses.fields(TopicState):
+        if f.name != "min_insync_replicas":
+            assert getattr(new, f.name) is getattr(old, f.name), f.name
+
+
+def test_build_with_pause_builds_the_same_view(clock: Clock) -> None:
+    # chunked (a pause every 1,024 partitions of a big topic, and after every topic)
+    # and unchunked builds give equal views, full and partial
+    big = topic("big", [part(i, (1 + i % 3,)) for i in range(2500)], tid(9))
+    small = [topic(f"t{n}", [part(0, (1, 2)), part(1, (2,))], tid(n)) for n in range(5)]
+    plain, paused = ClusterViewStore(clock), ClusterViewStore(clock)
+    calls: list[int] = []
+    for snapshot, full in ((snap([big, *small]), True),
+                           (snap([small[0], topic("t1", [], error=3)]), False),
+                           (snap([big]), False)):
+        expected = plain.build(snapshot, full)
+        plain.install(expected)
+        built = paused.build(snapshot, full, lambda: calls.append(1))
+        paused.install(built)
+        assert built == expected
+        assert list(built.topics["big"].partitions) == list(expected.topics["big"].partitions)
+    assert len(calls) == (6 + 3) + 1 + (1 + 3)  # per topic merged, plus per chunk of "big"
 
 
 def test_cluster_id_kept_when_a_response_has_none(store: ClusterViewStore) -> None:

@@ -371,3 +371,16 @@ def test_big_read_leaves_gc_enabled() -> None:
     with pytest.raises(ProtocolError):
         read_metadata(with_size(frame[4:-1]), 12)
     assert gc.isenabled()
+
+
+@pytest.mark.parametrize("version", [0, 5, 8, 9, 12])
+def test_pause_is_called_between_chunks_and_changes_nothing(version: int) -> None:
+    spec = sample_spec()
+    big = [(0, i, 1 + i % 3, 1, [1 + (i + k) % 3 for k in range(3)], [1 + i % 3], [])
+           for i in range(2500)]  # three chunks of partitions in one topic
+    spec.topics = spec.topics + [(0, "big", uuid.uuid4().bytes, False, big, None)]
+    frame = encode(spec, version)
+    calls: list[int] = []
+    snap = read_metadata(frame, version, lambda: calls.append(1))
+    assert snap == read_metadata(frame, version) == expected_snapshot(spec, version)
+    assert len(calls) == len(spec.topics) + 2  # after each topic, and twice within "big"
