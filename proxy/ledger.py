@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -181,22 +182,19 @@ class DecisionLedger:
         none do): their transform wrapper completes them from the broker's answer.
         """
         held = frame if frame.readonly else memoryview(bytes(frame))
-
-        def entry(part: Sequence[Decision]) -> ProduceEntry:
-            return ProduceEntry(self.wall_clock(), req, header.client_id, client.peer,
-                                request, held, part, view, observe, dedicated_code)
-
         req = next(self._requests)
-        if observe:
-            return PendingProduce(self, entry(decisions), now)
-        rejected = [d for d in decisions if d.verdict in _REJECTING]
+        wall = self.wall_clock()
+        rejected = () if observe else [d for d in decisions if d.verdict in _REJECTING]
         if not rejected:
-            return PendingProduce(self, entry(decisions), now)
-        self.offer(entry(rejected))
+            return PendingProduce(self, now, wall, req, header.client_id, client.peer, request,
+                                  held, decisions, view, observe, dedicated_code)
+        self.offer(ProduceEntry(wall, req, header.client_id, client.peer, request, held,
+                                rejected, view, observe, dedicated_code))
         if len(rejected) == len(decisions):
             return None
         forwarded = [d for d in decisions if d.verdict not in _REJECTING]
-        return PendingProduce(self, entry(forwarded), now)
+        return PendingProduce(self, now, wall, req, header.client_id, client.peer, request,
+                              held, forwarded, view, observe, dedicated_code)
 
     # ----- lifecycle
     def start(self) -> None:
@@ -315,32 +313,37 @@ class DecisionLedger:
             log.error(text, *args)
 
 
-class PendingProduce:
-    """An entry of forwarded partitions, completed from the broker's Produce response."""
+class PendingProduce(ProduceEntry):
+    """An entry of forwarded partitions, completed from the broker's Produce response.
 
-    __slots__ = ("_ledger", "_entry", "_sent_at")
+    It is its own response transform (``wrap`` returns it): one object per
+    request, not an entry, a holder and a closure.
+    """
 
-    def __init__(self, ledger: DecisionLedger, entry: ProduceEntry, sent_at: float) -> None:
+    __slots__ = ("_ledger", "_sent_at", "_transform")
+
+    def __init__(self, ledger: DecisionLedger, sent_at: float, *entry: Any) -> None:
+        super().__init__(*entry)
         self._ledger = ledger
-        self._entry = entry
         self._sent_at = sent_at
+        self._transform: ResponseTransform | None = None
 
     def wrap(self, transform: ResponseTransform) -> ResponseTransform:
         """``transform`` preceded by recording the broker's answer (same frame, same version)."""
+        self._transform = transform
+        return self
 
-        def record_then_transform(frame: memoryview, version: int) -> object:
-            self.complete(frame, version)
-            return transform(frame, version)
-
-        return record_then_transform
+    def __call__(self, frame: memoryview, version: int) -> object:
+        self.complete(frame, version)
+        assert self._transform is not None, "wrap() first"
+        return self._transform(frame, version)
 
     def complete(self, frame: memoryview, version: int) -> None:
         """Queue the entry with the broker's answer; the writer thread reads it."""
-        entry = self._entry
-        entry.answer = frame if frame.readonly else bytes(frame)
-        entry.version = version
-        entry.latency_ms = (self._ledger.clock() - self._sent_at) * 1000
-        self._ledger.offer(entry)
+        self.answer = frame if frame.readonly else bytes(frame)
+        self.version = version
+        self.latency_ms = (self._ledger.clock() - self._sent_at) * 1000
+        self._ledger.offer(self)
 
 
 def _held_bytes(entry: ProduceEntry) -> int:
