@@ -20,8 +20,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kafka.protocol.metadata import MetadataResponse  # noqa: E402
+from prometheus_client import CollectorRegistry  # noqa: E402
 
 from protocol.addresses import BrokerAddress  # noqa: E402
+from protocol.framing import FrameSplitter, ReadMemory  # noqa: E402
 from protocol.headers import parse_request_header  # noqa: E402
 from protocol.metadata import (  # noqa: E402
     MetadataSnapshot,
@@ -32,6 +34,9 @@ from protocol.metadata import (  # noqa: E402
 )
 from protocol.produce import peek_acks, walk_produce_request  # noqa: E402
 from proxy.cluster_view import ClusterViewStore  # noqa: E402
+from proxy.connection import ClientInfo  # noqa: E402
+from proxy.enforcement import EnforcementSettings, RackEnforcer  # noqa: E402
+from proxy.enforcement_metrics import EnforcementMetrics  # noqa: E402
 from proxy.policy import RackRule, decide  # noqa: E402
 from tests.unit._produce_oracle import kp_request, make_batch  # noqa: E402
 
@@ -80,6 +85,22 @@ def snapshot(topics: int, partitions: int) -> MetadataSnapshot:
             for p in range(partitions))) for t in range(topics)))
 
 
+async def _no_refresh() -> bool:
+    return False
+
+
+def observe_hook(store: ClusterViewStore, client: ClientInfo, parts: int) -> Callable[[], object]:
+    """One call of the Produce hook in observe mode (every partition walked and decided)."""
+    enforcer = RackEnforcer(
+        EnforcementSettings(RackRule(default_min_racks=2, max_metadata_age_s=1e9), None,
+                            True, 2.0),
+        store, _no_refresh, lambda f, v: f,
+        EnforcementMetrics(CollectorRegistry(), time.monotonic), time.monotonic)
+    produce = memoryview(kp_request(9, [("topic-0", [(p, make_batch(1))
+                                                     for p in range(parts)])]))
+    return lambda: enforcer(client, produce, 0, 9, 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="rackguard microbenchmarks")
     parser.add_argument("--quick", action="store_true", help="a few iterations only (smoke)")
@@ -102,12 +123,55 @@ def main(argv: list[str] | None = None) -> int:
     per = timeit(lambda: decide(request, view, rule, now), repeat, number) / 10
     print(f"rack decision, ISR of 5:             {per * 1e6:8.2f} us per partition")
 
+    metrics = EnforcementMetrics(CollectorRegistry(), time.monotonic)
+    decisions = decide(request, view, rule, now)
+    client = ClientInfo("10.0.0.1:40000", "node-1")
+    per = timeit(lambda: metrics.record(decisions, True, client), repeat, number) / 10
+    print(f"decision metrics:                    {per * 1e6:8.2f} us per partition")
+
+    for parts in (1, 10):
+        hook = timeit(observe_hook(store, client, parts), repeat, number)
+        print(f"produce hook, observe, {parts:>2} part(s):    {hook * 1e6:8.2f} us per request")
+
+    # A 1 MiB produce arriving in 64 KiB reads; each path includes the read's own copy
+    # (the kernel's). Read into the splitter: straight into the frame's pooled buffer.
+    # Fed as bytes (asyncio.Protocol): into the transport's buffer, copied into a bytes
+    # object per read, joined once complete.
+    large = kp_request(9, [("topic-0", [(0, bytes(1 << 20))])])
+    src = memoryview(large)
+    memory = ReadMemory()
+    transport_buffer = memoryview(bytearray(65536))
+
+    def read_into() -> None:
+        splitter = FrameSplitter(memory=memory)
+        pos = 0
+        while pos < len(large):
+            buf = splitter.get_buffer()
+            n = min(len(buf), 65536, len(large) - pos)
+            buf[:n] = src[pos : pos + n]
+            pos += n
+            splitter.buffer_updated(n)
+
+    def fed() -> None:
+        splitter = FrameSplitter()
+        pos = 0
+        while pos < len(large):
+            n = min(65536, len(large) - pos)
+            transport_buffer[:n] = src[pos : pos + n]
+            pos += n
+            splitter.feed(transport_buffer[:n].tobytes())
+
+    few = max(1, number // 20)
+    read = timeit(read_into, repeat, few)
+    feed = timeit(fed, repeat, few)
+    print(f"1 MiB produce in 64 KiB reads:       {read * 1e6:8.1f} us read into its buffer, "
+          f"{feed * 1e6:.1f} us fed as bytes and joined")
+
     meta = metadata_frame(2000)
 
     def mapper(node_id: int, host: str, port: int) -> tuple[str, int]:
         return "127.0.0.1", 9100 + node_id
 
-    few = max(1, number // 20)
     rewrite = timeit(lambda: rewrite_metadata_brokers(meta, 12, mapper), repeat, few)
     print(f"metadata v12 rewrite, 2,000 parts:   {rewrite * 1e3:8.3f} ms")
     read = timeit(lambda: read_metadata(meta, 12), repeat, max(1, number // 200))

@@ -7,6 +7,11 @@ back every later request of the same connection, so upstream order is never
 changed. Responses return in request order through a :class:`ResponseQueue`,
 including responses the proxy makes itself.
 
+Both sides are ``asyncio.BufferedProtocol``s reading into a shared
+:class:`~protocol.framing.ReadMemory` (one per event loop): a large frame is
+read straight into a buffer of its own size and forwarded from there, so its
+bytes are copied by the kernel on the way in and out and nowhere else.
+
 Invariants:
 - bytes of a request that no hook claims are forwarded as they arrived;
 - backpressure both ways: while one side's write buffer is above the high
@@ -28,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, cast
 
 from protocol.apis import API_NAMES, api_name
-from protocol.framing import FrameSplitter
+from protocol.framing import FrameSplitter, ReadMemory
 from protocol.headers import peek_request, response_correlation_id
 from protocol.primitives import ProtocolError
 from proxy.response_queue import ResponseQueue, ResponseTransform
@@ -66,6 +71,8 @@ class NoReply:
 
 NO_REPLY = NoReply()
 Action = Forward | Reply | NoReply
+_ACTIONS = (Forward, Reply, NoReply)  # checked before the slower inspect.isawaitable
+_FRAMES = (bytes, memoryview, bytearray)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +103,7 @@ class Limits:
     high_water: int
 
 
-class ClientConnection(asyncio.Protocol):
+class ClientConnection(asyncio.BufferedProtocol):
     def __init__(
         self,
         listener: str,
@@ -105,6 +112,7 @@ class ClientConnection(asyncio.Protocol):
         limits: Limits,
         metrics: ProxyMetrics,
         on_closed: Callable[[ClientConnection], None],
+        read_memory: ReadMemory | None = None,
     ) -> None:
         self.listener = listener
         self._connect_upstream = connect_upstream
@@ -112,7 +120,8 @@ class ClientConnection(asyncio.Protocol):
         self._limits = limits
         self._metrics = metrics
         self._on_closed = on_closed
-        self._splitter = FrameSplitter(limits.max_frame_size)
+        self._read_memory = read_memory if read_memory is not None else ReadMemory()
+        self._splitter = FrameSplitter(limits.max_frame_size, self._read_memory)
         self._queue = ResponseQueue()
         self._held: deque[memoryview] = deque()
         self._outbox: list[bytes | memoryview] = []  # forwarded, not yet written upstream
@@ -199,12 +208,17 @@ class ClientConnection(asyncio.Protocol):
         return not self._queue and not self._held and not self._holding
 
     # ----- client -> upstream
-    def data_received(self, data: bytes) -> None:
-        self._metrics.bytes_from_client.inc(len(data))
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._splitter.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._metrics.bytes_from_client.inc(nbytes)
         try:
-            frames = self._splitter.feed(data)
+            frames = self._splitter.buffer_updated(nbytes)
         except ProtocolError as exc:
             self._bad_input("client", "bad_frame", exc)
+            return
+        if not frames:
             return
         for frame in frames:
             if self._closed:
@@ -234,15 +248,16 @@ class ClientConnection(asyncio.Protocol):
                             ProtocolError(f"unknown api key {api_key}"))
             return
         self._metrics.request(api_key)
-        highest = self._hooks.max_versions.get(api_key)
+        hooks = self._hooks
+        highest = hooks.max_versions.get(api_key)
         if highest is not None and api_version > highest:
             self._bad_input("client", "unsupported_version", ProtocolError(
                 f"{api_name(api_key)} v{api_version} (the proxy reads up to v{highest}, "
                 "as its ApiVersions answer says)"))
             return
-        hook = self._hooks.request_hooks.get(api_key)
+        hook = hooks.request_hooks.get(api_key)
         if hook is None:
-            self._apply(Forward(frame, True, self._hooks.response_rewriters.get(api_key)),
+            self._apply(Forward(frame, True, hooks.response_rewriters.get(api_key)),
                         api_key, api_version, corr)
             return
         try:
@@ -250,7 +265,7 @@ class ClientConnection(asyncio.Protocol):
         except ProtocolError as exc:
             self._bad_input("client", "bad_request", exc)
             return
-        if inspect.isawaitable(action):
+        if not isinstance(action, _ACTIONS) and inspect.isawaitable(action):
             self._holding = True
             self._spawn(self._await_action(action, api_key, api_version, corr))
         else:
@@ -301,11 +316,19 @@ class ClientConnection(asyncio.Protocol):
             self._flush()
 
     # ----- upstream -> client
-    def upstream_data(self, data: bytes, splitter: FrameSplitter) -> None:
+    def upstream_splitter(self) -> FrameSplitter:
+        """A splitter for the upstream side, reading into this connection's memory."""
+        return FrameSplitter(self._limits.max_frame_size, self._read_memory)
+
+    def upstream_data(self, nbytes: int, splitter: FrameSplitter) -> None:
+        """``nbytes`` arrived from the broker into ``splitter``'s buffer."""
         try:
-            frames = splitter.feed(data)
+            frames = splitter.buffer_updated(nbytes)
+            if not frames:
+                return
+            queue = self._queue
             for frame in frames:
-                slot = self._queue.match_upstream(response_correlation_id(frame))
+                slot = queue.match_upstream(response_correlation_id(frame))
                 if slot is None:
                     self._metrics.unsolicited_responses.inc()
                     continue
@@ -314,7 +337,7 @@ class ClientConnection(asyncio.Protocol):
                     slot.fill(frame)
                     continue
                 result = transform(frame, slot.api_version)
-                if inspect.isawaitable(result):
+                if not isinstance(result, _FRAMES) and inspect.isawaitable(result):
                     self._spawn(self._fill_later(slot, result))
                 else:
                     slot.fill(result)  # type: ignore[arg-type]
@@ -405,15 +428,18 @@ class ClientConnection(asyncio.Protocol):
             self.close()
 
 
-class UpstreamConnection(asyncio.Protocol):
+class UpstreamConnection(asyncio.BufferedProtocol):
     """The broker side of a pair: hands every byte to its client connection."""
 
-    def __init__(self, client: ClientConnection, max_frame_size: int) -> None:
+    def __init__(self, client: ClientConnection) -> None:
         self._client = client
-        self._splitter = FrameSplitter(max_frame_size)
+        self._splitter = client.upstream_splitter()
 
-    def data_received(self, data: bytes) -> None:
-        self._client.upstream_data(data, self._splitter)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._splitter.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._client.upstream_data(nbytes, self._splitter)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._client.upstream_lost(exc)

@@ -35,16 +35,17 @@ from protocol.produce import (
     parse_produce_response,
     walk_produce_request,
 )
-from proxy.cluster_view import ClusterViewStore
+from proxy.cluster_view import ClusterView, ClusterViewStore
 from proxy.connection import Action, ClientInfo, Forward, Reply
 from proxy.enforcement_metrics import EnforcementMetrics
 from proxy.policy import (
     NOT_ENOUGH_REPLICAS,
+    REJECTING,
     Decision,
     RackRule,
     Verdict,
     decide,
-    unknown_partitions,
+    decide_known,
 )
 from proxy.response_queue import ResponseTransform
 from proxy.server import produce_acks
@@ -81,6 +82,15 @@ class RackEnforcer:
         self._transform = response_transform
         self._metrics = metrics
         self._clock = clock
+        self._rule_seen: RackRule | None = None
+        self._rule_enabled = False
+
+    def _enabled(self, rule: RackRule) -> bool:
+        """``rule.enabled``, worked out once per rule object (it is frozen)."""
+        if rule is not self._rule_seen:
+            self._rule_enabled = rule.enabled
+            self._rule_seen = rule
+        return self._rule_enabled
 
     def replace_settings(self, settings: EnforcementSettings) -> None:
         """Swap the settings whole (config reload); requests in flight keep theirs."""
@@ -91,13 +101,16 @@ class RackEnforcer:
     ) -> Action | Awaitable[Action]:
         settings = self.settings
         acks = produce_acks(frame)
-        if acks != -1 or not settings.rule.enabled:
+        if acks != -1 or not self._enabled(settings.rule):
             return Forward(frame, acks != 0, self._transform)
         header = parse_request_header(frame)
         request = walk_produce_request(frame, header)
-        if unknown_partitions(request, self._store.view):
+        now = self._clock()
+        view = self._store.view
+        decisions = decide_known(request, view, settings.rule, now)
+        if decisions is None:  # the view lacks a partition the request names
             return self._after_refresh(settings, client, frame, header, request)
-        return self._act(settings, client, frame, header, request)
+        return self._act(settings, client, frame, header, request, now, view, decisions)
 
     async def _after_refresh(
         self,
@@ -116,7 +129,10 @@ class RackEnforcer:
         if not refreshed:
             log.info("metadata refresh for an unknown partition failed or took longer than "
                      "%.1fs: deciding as on stale metadata", settings.unknown_wait_s)
-        return self._act(settings, client, frame, header, request, verified=refreshed)
+        now = self._clock()
+        view = self._store.view
+        decisions = decide(request, view, settings.rule, now, unknown_verified=refreshed)
+        return self._act(settings, client, frame, header, request, now, view, decisions)
 
     def _act(
         self,
@@ -125,18 +141,17 @@ class RackEnforcer:
         frame: memoryview,
         header: RequestHeader,
         request: ProduceRequest,
-        verified: bool = True,
+        now: float,
+        view: ClusterView,
+        decisions: list[Decision],
     ) -> Action:
-        now = self._clock()
-        view = self._store.view
-        decisions = decide(request, view, settings.rule, now, unknown_verified=verified)
-        rejected = [d for d in decisions if d.verdict.rejects]
         self._metrics.record(decisions, settings.observe, client)
         pending = None
         if self._ledger is not None:
             pending = self._ledger.record(client, header, request, frame, decisions, view,
                                           settings.observe, settings.dedicated_code, now)
-        if not rejected or settings.observe:
+        rejected = [] if settings.observe else [d for d in decisions if d.verdict in REJECTING]
+        if not rejected:
             transform = self._transform
             return Forward(frame, True, pending.wrap(transform) if pending else transform)
         synthetic = {(d.topic_key, d.partition): self._result(d, settings) for d in rejected}

@@ -6,8 +6,10 @@ names the node. A client of the bootstrap listener is paired with a connection
 to one of the configured upstream bootstrap servers; a client of node N's
 listener with a connection to broker N's upstream address.
 
-Invariant: this module and ``connection.py`` are the only places that touch
-sockets; protocol decisions are made by hooks handed to the connections.
+Invariants: this module and ``connection.py`` are the only places that touch
+sockets; protocol decisions are made by hooks handed to the connections. All
+connections of one server read into one :class:`~protocol.framing.ReadMemory`,
+so a server belongs to one event loop (one thread).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from config.settings import Settings
 from protocol.api_versions import MAX_VERSION as API_VERSIONS_MAX
 from protocol.api_versions import PROXY_VERSION_CAPS, unsupported_version_response
 from protocol.apis import ApiKey
+from protocol.framing import ReadMemory
 from protocol.produce import peek_acks
 from proxy.addressing import AddressBook, AddressRewriter
 from proxy.connection import (
@@ -70,6 +73,9 @@ class ProxyServer:
         self._binding: dict[int, asyncio.Future[None]] = {}
         self._connections: set[ClientConnection] = set()
         self._limits = Limits(settings.max_frame_size, settings.write_high_water)
+        # What every connection reads into: a scratch buffer for small frames (copied
+        # out before the read returns) and a pool of large frame buffers (one event loop).
+        self._read_memory = ReadMemory()
         self.rewriter = AddressRewriter(
             self.book,
             settings.advertised,
@@ -79,13 +85,16 @@ class ProxyServer:
             self.metrics,
             metadata_observers,
         )
-        self.produce_transform = self.rewriter.transforms()[ApiKey.PRODUCE]
+        rewriters = self.rewriter.transforms()
+        self.produce_transform = rewriters[ApiKey.PRODUCE]
+        # ApiVersions responses are capped by the transform its request hook names.
+        rewriters.pop(ApiKey.API_VERSIONS, None)
         self._hooks = Hooks(
             request_hooks={
                 ApiKey.PRODUCE: produce_hook or self.forward_produce,
                 ApiKey.API_VERSIONS: self.negotiate_api_versions,
             },
-            response_rewriters=self.rewriter.transforms(),
+            response_rewriters=rewriters,
             max_versions={key: cap for key, cap in PROXY_VERSION_CAPS.items()
                           if key != ApiKey.API_VERSIONS},
         )
@@ -176,7 +185,7 @@ class ProxyServer:
     def _new_client(self, listener: str) -> ClientConnection:
         conn = ClientConnection(
             listener, self._connect_upstream, self._hooks, self._limits, self.metrics,
-            self._client_closed,
+            self._client_closed, self._read_memory,
         )
         self._connections.add(conn)
         self.metrics.connections_open.labels(listener).inc()
@@ -204,7 +213,7 @@ class ProxyServer:
             try:
                 async with asyncio.timeout(timeout):  # (3.11's wait_for can lose a cancel)
                     transport, _ = await loop.create_connection(
-                        lambda: UpstreamConnection(client, self.settings.max_frame_size),
+                        lambda: UpstreamConnection(client),
                         host, port,
                     )
                 return transport

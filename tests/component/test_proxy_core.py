@@ -126,6 +126,32 @@ async def test_backpressure_stops_reading_the_client(make_proxy) -> None:  # typ
     writer.close()
 
 
+async def test_large_and_small_frames_arrive_intact_both_ways(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    # sizes around the splitter's thresholds: scratch reads, direct reads into a frame's
+    # own (pooled) buffer, and a frame above EAGER_MAX that grows as it arrives
+    rng = random.Random(7)
+    sizes = [0, 10, 70_000, 1_000_000, 5, 3 * 1024 * 1024, 200_000, 1_000_000, 1]
+    bodies = {corr: rng.randbytes(n) for corr, n in enumerate(sizes, start=1)}
+
+    def handler(req: Received) -> list[bytes]:
+        body = req.frame[14 + 1:]  # after the header (client id "t")
+        return [echo_response(req.correlation_id, body[::-1])]
+
+    server, broker = await make_proxy(handler)
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.bootstrap_port)
+    for corr, body in bodies.items():
+        writer.write(opaque_request(HEARTBEAT, 0, corr, body))
+    answers = {}
+    for _ in bodies:
+        size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 10))[0]
+        data = await asyncio.wait_for(reader.readexactly(size), 10)
+        answers[struct.unpack_from(">i", data)[0]] = data[4:]
+    assert [r.correlation_id for r in broker.received] == list(bodies)
+    assert [r.frame[15:] for r in broker.received] == list(bodies.values())
+    assert answers == {corr: body[::-1] for corr, body in bodies.items()}
+    writer.close()
+
+
 async def test_broker_disconnect_closes_the_client(make_proxy) -> None:  # type: ignore[no-untyped-def]
     server, _ = await make_proxy(lambda req: CLOSE)
     client = await RawClient.connect(server.bootstrap_port)

@@ -26,7 +26,15 @@ from protocol.produce import (
 )
 from proxy.app import rack_rule
 from proxy.cluster_view import ClusterView, ClusterViewStore
-from proxy.policy import Decision, RackRule, Verdict, decide, unknown_partitions
+from proxy.policy import (
+    REJECTING,
+    Decision,
+    RackRule,
+    Verdict,
+    decide,
+    decide_known,
+    unknown_partitions,
+)
 from tests.unit._produce_oracle import kp_request, make_batch
 from tests.unit._views import Clock, broker, part, snap, tid, topic
 
@@ -385,3 +393,39 @@ def test_not_enough_racks_message_lists_every_rack_seen(view: ClusterView) -> No
 def test_message_for_an_unknown_topic_id_name() -> None:
     d = Decision(tid(5), None, 4, Verdict.NOT_ENOUGH_RACKS, 2, (7,), ("r",))
     assert d.message().startswith("NOT_ENOUGH_RACKS: ?-4:")
+
+
+# the hot path's one-pass form
+
+
+KNOWN_AND_NOT = [
+    (("orders", [0, 1, 2, 3]),),
+    (("orders", [0, 1]), ("rackless", [0, 1]), ("pay.eu.x", [1])),
+    (("orders", [0, 9]),),
+    (("nope", [0]),),
+    (("nope", []),),
+    (("orders", [1]), ("nope", [0])),
+    (("pay.us", []),),
+    ((ORDERS_ID, [0, 3]),),
+    ((ORDERS_ID, [0]), (tid(999), [0])),
+]
+
+
+@pytest.mark.parametrize("topics", KNOWN_AND_NOT)
+@pytest.mark.parametrize("r", [rule(), rule(1), rule(3, fail_open=True),
+                               rule(1, prefix_min_racks=(("pay.", 2),))])
+@pytest.mark.parametrize("now", [T0, T0 + MAX_AGE + 1])
+def test_decide_known_is_decide_unless_something_is_unknown(
+    view: ClusterView, topics: tuple[TopicSpec, ...], r: RackRule, now: float
+) -> None:
+    version = 13 if any(isinstance(k, bytes) for k, _ in topics) else 9
+    req = request(*topics, version=version)
+    known = decide_known(req, view, r, now)
+    if unknown_partitions(req, view):
+        assert known is None
+    else:
+        assert known == decide(req, view, r, now)
+
+
+def test_rejecting_is_rejects() -> None:
+    assert REJECTING == {v for v in Verdict if v.rejects}
