@@ -127,12 +127,14 @@ class RowFormatter:
                 continue
             result = results.get((d.topic_key, d.partition))
             if result is None:
-                codes = '"wire_error":null,"broker_error":null,"base_offset":null'
+                out.append(f'{prefix}{text}"wire_error":null,"broker_error":null,'
+                           f'"base_offset":null,"records":{records},"bytes":{size},'
+                           f'"latency_ms":{latency},"metadata_age_ms":{age_text}}}\n')
             else:
                 code, offset = result
-                codes = f'"wire_error":{code},"broker_error":{code},"base_offset":{offset}'
-            out.append(f'{prefix}{text}{codes},"records":{records},"bytes":{size},'
-                       f'"latency_ms":{latency},"metadata_age_ms":{age_text}}}\n')
+                out.append(f'{prefix}{text}"wire_error":{code},"broker_error":{code},'
+                           f'"base_offset":{offset},"records":{records},"bytes":{size},'
+                           f'"latency_ms":{latency},"metadata_age_ms":{age_text}}}\n')
         return readable
 
     def _client(self, entry: ProduceEntry) -> str:
