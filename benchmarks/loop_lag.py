@@ -1,41 +1,74 @@
 """Event-loop stalls while a 100,000-partition Metadata refresh is absorbed.
 
     .venv/bin/python benchmarks/loop_lag.py [--partitions N] [--repeat R] [--no-on-loop]
+    .venv/bin/python benchmarks/loop_lag.py --topics T [--partitions N] [--repeat R]
+                                            [--all-configs]
 
 A probe task sleeps 1 ms in a loop and records how late it wakes; the largest
-lateness is the longest stall any connection would have seen. Each repetition
-absorbs the refresh twice on the proxy's way (read and merge on a worker
-thread): into an empty view, then replacing that view (the steady state, when
-the old view is freed as well), and keeps probing until that old view is gone.
-Printed per repetition, then the median and the maximum over repetitions
-(other processes on the machine add stalls of their own, so one run proves
-little); and, for comparison, once for doing both on the loop.
+lateness is the longest stall any connection would have seen. Printed per
+repetition, then the median and the maximum over repetitions (other processes
+on the machine add stalls of their own, so one run proves little).
+
+Without ``--topics``: each repetition absorbs the refresh (2,000 topics of 50
+partitions) twice on the proxy's way (read and merge on a worker thread): into
+an empty view, then replacing that view (the steady state, when the old view
+is freed as well), and keeps probing until that old view is gone; and, for
+comparison, once for doing both on the loop.
+
+With ``--topics T``: the poller's whole refresh cycle, N partitions spread over
+T topics. :class:`MetadataPoller` polls a fake broker that runs on a thread
+of its own and answers from pre-encoded frames (so the broker costs the loop
+nothing): Metadata, then DescribeConfigs for every topic's
+min.insync.replicas, applied to the view. Three polls per repetition: into an
+empty view (every value new), again with the same values (nothing changes),
+and with every value changed. ``--all-configs`` makes the broker behave like
+Tansu: it drops the connection on a DescribeConfigs request that names keys,
+so the poller falls back to asking for all configs (20 per topic here).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import socket
 import statistics
+import struct
 import sys
+import threading
 import time
+import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from kafka.protocol.admin import DescribeConfigsResponse  # noqa: E402
+from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse  # noqa: E402
+
 from benchmarks.micro import metadata_frame  # noqa: E402
+from config.settings import load_settings  # noqa: E402
 from protocol.metadata import read_metadata  # noqa: E402
-from proxy.cluster_view import ClusterViewStore  # noqa: E402
+from protocol.primitives import encode_array_len, encode_string  # noqa: E402
+from proxy.cluster_view import ClusterView, ClusterViewStore  # noqa: E402
+from proxy.poller import MetadataPoller  # noqa: E402
 from proxy.view_feeder import ViewFeeder  # noqa: E402
 
 _SETTLE_S = 0.15  # probing goes on this long after the last absorb (the old view's release)
+_RACKS = ("rack-a", "rack-b", "rack-c")
+_METADATA_VERSION = 12
+_CONFIGS_VERSION = 4
+_OTHER_CONFIGS = 19  # besides min.insync.replicas, in an all-configs answer
+_CYCLE = ("new values", "unchanged", "changed")  # the min.insync.replicas of each poll
+_IDLE_S = 0.3  # probed before the first poll: the stalls the machine adds by itself
 
 
-async def probe(stop: asyncio.Event, lags: list[float]) -> None:
+async def probe(stop: asyncio.Event, lags: list[tuple[float, float]]) -> None:
+    """Record (wake-up time, lateness) of a 1 ms sleep until ``stop`` is set."""
     while not stop.is_set():
         start = time.perf_counter()
         await asyncio.sleep(0.001)
-        lags.append(time.perf_counter() - start - 0.001)
+        now = time.perf_counter()
+        lags.append((now, now - start - 0.001))
 
 
 async def measure(frame: bytes, on_loop: bool) -> tuple[list[float], float]:
@@ -43,7 +76,7 @@ async def measure(frame: bytes, on_loop: bool) -> tuple[list[float], float]:
     store = ClusterViewStore(time.monotonic)
     feeder = ViewFeeder(store)
     stop = asyncio.Event()
-    lags: list[float] = []
+    lags: list[tuple[float, float]] = []
     task = asyncio.ensure_future(probe(stop, lags))
     await asyncio.sleep(0.05)
     took = []
@@ -59,16 +92,231 @@ async def measure(frame: bytes, on_loop: bool) -> tuple[list[float], float]:
     await task
     feeder.close()
     assert store.view.partition_count > 0
-    return lags, statistics.mean(took)
+    return [lag for _, lag in lags], statistics.mean(took)
+
+
+# ----- the poller's refresh cycle against a fake broker on a thread
+
+
+def many_topics_metadata(partitions: int, topics: int) -> bytes:
+    """A Metadata v12 response: 6 brokers in 3 racks, ``partitions`` over ``topics``."""
+    cls = MetadataResponse
+    brokers = [cls.MetadataResponseBroker(node_id=n, host=f"broker-{n}.internal", port=9092,
+                                          rack=_RACKS[(n - 1) % 3]) for n in range(1, 7)]
+    per_topic, extra = divmod(partitions, topics)
+    out = []
+    for t in range(topics):
+        parts = [cls.MetadataResponseTopic.MetadataResponsePartition(
+            error_code=0, partition_index=p, leader_id=1 + p % 6, leader_epoch=3,
+            replica_nodes=[1 + (p + i) % 6 for i in range(3)],
+            isr_nodes=[1 + (p + i) % 6 for i in range(3)], offline_replicas=[])
+            for p in range(per_topic + (t < extra))]
+        out.append(cls.MetadataResponseTopic(
+            error_code=0, name=f"topic-{t}", topic_id=uuid.UUID(int=t + 1), is_internal=False,
+            partitions=parts))
+    resp = cls(version=_METADATA_VERSION, throttle_time_ms=0, brokers=brokers, cluster_id="c",
+               controller_id=1, topics=out)
+    resp.with_header(correlation_id=0)
+    return bytes(resp.encode(header=True, framed=True))
+
+
+def describe_configs_frame(topics: int, value: int, all_configs: bool) -> bytes:
+    """A DescribeConfigs v4 response for ``topic-0``... with min.insync.replicas=``value``.
+
+    One result is encoded with kafka-python; the others copy it with their own name
+    (kafka-python would take seconds for 400,000 config entries).
+    """
+    r = DescribeConfigsResponse
+    entry = r.DescribeConfigsResult.DescribeConfigsResourceResult
+    configs = [entry(name="min.insync.replicas", value=str(value), read_only=False,
+                     config_source=1, is_sensitive=False, synonyms=[], config_type=3,
+                     documentation=None)]
+    if all_configs:
+        configs += [entry(name=f"some.topic.config.{i}", value=str(1000 * i), read_only=False,
+                          config_source=5, is_sensitive=False, synonyms=[], config_type=5,
+                          documentation=None) for i in range(_OTHER_CONFIGS)]
+    one = r(version=_CONFIGS_VERSION, throttle_time_ms=0, results=[r.DescribeConfigsResult(
+        error_code=0, error_message=None, resource_type=2, resource_name="X", configs=configs)])
+    one.with_header(correlation_id=0)
+    template = bytes(one.encode(header=True, framed=True))
+    # size, correlation id, header tags, throttle, results length 1 (compact), then the result
+    head, result = template[:14], template[14:-1]
+    assert head[-1] == 2 and result[4:6] == b"\x02X" and template[-1] == 0
+    pre, post = result[:4], result[6:]
+    body = [head[4:-1], encode_array_len(topics, True)]
+    body += [pre + encode_string(f"topic-{t}", True) + post for t in range(topics)]
+    body.append(b"\x00")
+    data = b"".join(body)
+    return struct.pack(">i", len(data)) + data
+
+
+class FakeBroker:
+    """Answers ApiVersions, Metadata and DescribeConfigs from pre-encoded frames.
+
+    Runs on threads of its own with blocking sockets (which release the GIL), so it
+    adds next to nothing to the event loop's stalls. ``value`` picks the
+    min.insync.replicas of the next DescribeConfigs answer.
+    """
+
+    def __init__(self, metadata: bytes, configs: Callable[[int, bool], bytes],
+                 drop_keyed: bool) -> None:
+        self._metadata = metadata
+        self._configs = configs
+        self._drop_keyed = drop_keyed
+        self.value = 2
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._server.getsockname()[1]
+        self._versions = self._api_versions()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @staticmethod
+    def _api_versions() -> bytes:
+        cls = ApiVersionsResponse
+        resp = cls(version=0, error_code=0, api_keys=[
+            cls.ApiVersion(api_key=k, min_version=0, max_version=hi)
+            for k, hi in ((18, 0), (3, _METADATA_VERSION), (32, _CONFIGS_VERSION))])
+        resp.with_header(correlation_id=0)
+        return bytes(resp.encode(header=True, framed=True))
+
+    def close(self) -> None:
+        self._server.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(sock,), daemon=True).start()
+
+    def _serve(self, sock: socket.socket) -> None:
+        with sock:
+            while True:
+                head = _recv_exactly(sock, 4)
+                if head is None:
+                    return
+                body = _recv_exactly(sock, struct.unpack(">i", head)[0])
+                if body is None:
+                    return
+                key, _, corr = struct.unpack_from(">hhi", body, 0)
+                if key == 18:
+                    frame = self._versions
+                elif key == 3:
+                    frame = self._metadata
+                elif key == 32:
+                    keyed = b"min.insync.replicas" in body
+                    if keyed and self._drop_keyed:
+                        return
+                    frame = self._configs(self.value, keyed)
+                else:
+                    return
+                sock.sendall(struct.pack(">ii", len(frame) - 4, corr))
+                sock.sendall(memoryview(frame)[8:])
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytearray | None:
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:])
+        if k == 0:
+            return None
+        got += k
+    return buf
+
+
+async def measure_cycle(broker: FakeBroker, partitions: int
+                        ) -> tuple[float, list[float], list[float]]:
+    """The longest stall while idle, during each of the three polls (and its settling),
+    and each poll's duration."""
+    store = ClusterViewStore(time.monotonic)
+    ticks = iter(range(0, 10**9, 10**6))  # every poll is due for a DescribeConfigs read
+    settings = load_settings({"upstream": f"127.0.0.1:{broker.port}"}, env={})
+    poller = MetadataPoller(settings, store, lambda brokers: None, lambda: None,
+                            lambda: float(next(ticks)))
+    stop = asyncio.Event()
+    lags: list[tuple[float, float]] = []
+    task = asyncio.ensure_future(probe(stop, lags))
+    await asyncio.sleep(0.05)
+    idle_from = time.perf_counter()
+    await asyncio.sleep(_IDLE_S)
+    starts, took = [], []
+    views: list[tuple[int, ClusterView]] = []
+    for name in _CYCLE:
+        broker.value = 3 if name == "changed" else 2
+        starts.append(time.perf_counter())
+        await poller.poll_once()
+        took.append(time.perf_counter() - starts[-1])
+        await asyncio.sleep(_SETTLE_S)
+        views.append((broker.value, store.view))
+    stop.set()
+    await task
+    await poller.stop()
+    for i, (expected, view) in enumerate(views):  # checked off the clock
+        assert view.partition_count == partitions, i
+        assert all(t.min_insync_replicas == expected for t in view.topics.values()), i
+    ends = starts[1:] + [float("inf")]
+    stalls = [max((lag for at, lag in lags if start <= at < end), default=0.0)
+              for start, end in zip(starts, ends, strict=True)]
+    idle = max((lag for at, lag in lags if idle_from <= at < starts[0]), default=0.0)
+    return idle, stalls, took
+
+
+def run_cycle(args: argparse.Namespace) -> None:
+    label = (f"{args.partitions:,} partitions in {args.topics:,} topics, refresh cycle"
+             + (" (all configs)" if args.all_configs else ""))
+    frames: dict[tuple[int, bool], bytes] = {}
+
+    def configs(value: int, keyed: bool) -> bytes:
+        key = (value, keyed or not args.all_configs)
+        if key not in frames:
+            frames[key] = describe_configs_frame(args.topics, value, all_configs=not key[1])
+        return frames[key]
+
+    for value in (2, 3):
+        configs(value, not args.all_configs)  # encoded before any measurement
+    broker = FakeBroker(many_topics_metadata(args.partitions, args.topics), configs,
+                        drop_keyed=args.all_configs)
+    worst: list[float] = []
+    idles: list[float] = []
+    per_poll: list[list[float]] = [[] for _ in _CYCLE]
+    try:
+        for i in range(args.repeat):
+            idle, stalls, took = asyncio.run(measure_cycle(broker, args.partitions))
+            idles.append(idle)
+            worst.append(max(stalls))
+            for column, stall in zip(per_poll, stalls, strict=True):
+                column.append(stall)
+            detail = ", ".join(f"{name} {stall * 1e3:.1f} ms ({t * 1e3:.0f} ms)"
+                               for name, stall, t in zip(_CYCLE, stalls, took, strict=True))
+            print(f"{label}, run {i + 1}: longest stall {max(stalls) * 1e3:6.1f} ms; per poll "
+                  f"(poll duration): {detail}; idle {idle * 1e3:.1f} ms")
+    finally:
+        broker.close()
+    for name, column in zip(_CYCLE, per_poll, strict=True):
+        print(f"{label}, poll with {name}: longest stall median "
+              f"{statistics.median(column) * 1e3:.1f} ms, max {max(column) * 1e3:.1f} ms")
+    print(f"{label}, idle for {_IDLE_S:.1f} s before (the machine's own noise): longest "
+          f"stall median {statistics.median(idles) * 1e3:.1f} ms, max {max(idles) * 1e3:.1f} ms")
+    print(f"{label}: longest stall median {statistics.median(worst) * 1e3:.1f} ms, "
+          f"max {max(worst) * 1e3:.1f} ms over {args.repeat} run(s)")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="event-loop stalls during a metadata refresh")
     parser.add_argument("--partitions", type=int, default=100_000)
+    parser.add_argument("--topics", type=int, default=None,
+                        help="run the poller's refresh cycle with this many topics")
+    parser.add_argument("--all-configs", action="store_true",
+                        help="with --topics: a broker that only answers for all configs")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-on-loop", action="store_true",
                         help="skip the comparison run on the event loop")
     args = parser.parse_args(argv)
+    if args.topics is not None:
+        run_cycle(args)
+        return 0
     frame = metadata_frame(args.partitions)
     label = f"{args.partitions:,} partitions"
     stalls = []

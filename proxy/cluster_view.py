@@ -7,10 +7,17 @@ poller and the Metadata responses that pass through feed it). Updates copy
 the topic map, never the partitions of topics they do not touch, so a
 passing Metadata response for one topic costs little even in a large cluster.
 The rack of a broker that leaves the broker list is remembered: an ISR can
-still name it for a while. :meth:`ClusterViewStore.build` takes an optional
-``pause`` callable, called between topics and every 1,024 partitions (a
-worker thread uses it to let the event loop run); the view it builds is the
-same with or without it.
+still name it for a while.
+
+Building and installing are separate so that a large update can be built on a
+worker thread: :meth:`ClusterViewStore.build` and
+:meth:`ClusterViewStore.with_min_insync_replicas` are pure (they read only the
+immutable view they are given, by default the current one) and take an optional
+``pause`` callable, called between chunks of work (a worker thread uses it to
+let the event loop run; the view built is the same with or without it).
+Installing is an O(1) swap on the loop; :meth:`ClusterViewStore.install_over`
+installs only if the view built on is still the current one, so an update
+built on a stale base can never overwrite a newer view.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ log = logging.getLogger("rackguard.cluster")
 
 NO_RACK = ""  # every rackless broker counts as this one rack (DESIGN.md section 1)
 _CHUNK = 1024  # partitions built between two calls of ``pause``
+_TOPIC_CHUNK = 256  # topics updated between two calls of ``pause``
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,16 +154,29 @@ class ClusterViewStore:
         self._swap(old, new)
         return old
 
-    def build(self, snapshot: MetadataSnapshot, full: bool,
-              pause: Callable[[], object] | None = None) -> ClusterView:
-        """The view after merging ``snapshot`` into the current one, not yet installed.
+    def install_over(self, base: ClusterView, new: ClusterView) -> bool:
+        """Make ``new`` the current view if ``base``, the view it was built on, still is.
 
-        Pure with respect to the store (reads only the current, immutable view), so a
-        large one can be built on a worker thread while the event loop keeps serving;
-        ``pause``, if given, is called between topics and every 1,024 partitions.
+        False (and nothing changes) if another update was installed meanwhile: ``new``
+        lacks it and must be built again on the current view.
+        """
+        if self._view is not base:
+            return False
+        self._swap(base, new)
+        return True
+
+    def build(self, snapshot: MetadataSnapshot, full: bool,
+              pause: Callable[[], object] | None = None,
+              base: ClusterView | None = None) -> ClusterView:
+        """The view after merging ``snapshot`` into ``base`` (default: the current view).
+
+        Not installed. Pure with respect to the store (reads only the immutable
+        ``base``), so a large one can be built on a worker thread while the event loop
+        keeps serving; ``pause``, if given, is called between topics and every 1,024
+        partitions.
         """
         now = self._clock()
-        old = self._view
+        old = self._view if base is None else base
         brokers = {
             b.node_id: Broker(b.node_id, b.host, b.port, self._rack(b.node_id, b.rack))
             for b in snapshot.brokers
@@ -201,18 +222,39 @@ class ClusterViewStore:
         return new
 
     def apply_min_insync_replicas(self, values: Mapping[str, int]) -> ClusterView:
+        """Set topics' min.insync.replicas and install the result (always a new view)."""
         old = self._view
-        topics = dict(old.topics)
-        for name, value in values.items():
-            topic = topics.get(name)
-            if topic is not None and topic.min_insync_replicas != value:
-                # Not dataclasses.replace: twice as fast, and this runs on the event loop
-                # for every topic on the first refresh (2,000 topics: ~7 ms with replace).
-                topics[name] = TopicState(topic.name, topic.topic_id, topic.partitions,
-                                          topic.updated_at, value)
-        new = replace(old, topics=MappingProxyType(topics))
+        new = self.with_min_insync_replicas(values, base=old)
+        if new is old:
+            new = replace(old)
         self._swap(old, new)
         return new
+
+    def with_min_insync_replicas(self, values: Mapping[str, int],
+                                 pause: Callable[[], object] | None = None,
+                                 base: ClusterView | None = None) -> ClusterView:
+        """``base`` (default: the current view) with these topics' min.insync.replicas.
+
+        Not installed, and pure like :meth:`build`. Returns ``base`` itself when no
+        value changes (names it does not hold are ignored). ``pause``, if given, is
+        called every 256 topics.
+        """
+        old = self._view if base is None else base
+        current = old.topics
+        changed: dict[str, TopicState] = {}
+        for i, (name, value) in enumerate(values.items()):
+            topic = current.get(name)
+            if topic is not None and topic.min_insync_replicas != value:
+                # Not dataclasses.replace: twice as fast (20,000 topics: ~30 ms with it).
+                changed[name] = TopicState(topic.name, topic.topic_id, topic.partitions,
+                                           topic.updated_at, value)
+            if pause is not None and i % _TOPIC_CHUNK == _TOPIC_CHUNK - 1:
+                pause()
+        if not changed:
+            return old
+        topics = dict(current)
+        topics.update(changed)
+        return replace(old, topics=MappingProxyType(topics))
 
     def _swap(self, old: ClusterView, new: ClusterView) -> None:
         self._view = new

@@ -356,3 +356,43 @@ def test_views_cannot_be_mutated(store: ClusterViewStore) -> None:
         view.topics["a"].partitions[5] = view.topics["a"].partitions[0]  # type: ignore[index]
     with pytest.raises(dataclasses.FrozenInstanceError):
         view.topics["a"].partitions[0].isr = ()  # type: ignore[misc]
+
+
+def test_with_min_insync_replicas_is_pure_and_returns_the_base_when_nothing_changes(
+    store: ClusterViewStore,
+) -> None:
+    seen: list[ClusterView] = []
+    base = store.apply_metadata(snap([topic("a", [part(0, (1,))]), topic("b", [])]), full=True)
+    store.subscribe(lambda old, new: seen.append(new))
+    pauses: list[int] = []
+    built = store.with_min_insync_replicas({"a": 2, "gone": 3}, lambda: pauses.append(1))
+    assert store.view is base and not seen  # not installed
+    assert built.topics["a"].min_insync_replicas == 2
+    assert built.topics["b"] is base.topics["b"] and list(built.topics) == ["a", "b"]
+    assert store.with_min_insync_replicas({"gone": 3}) is base
+    assert store.with_min_insync_replicas({"a": 2}, base=built) is built
+    # the direct method still always installs a new view
+    again = store.apply_min_insync_replicas({})
+    assert again is not base and again == base and seen == [again]
+
+
+def test_install_over_refuses_a_view_built_on_a_stale_base(
+    store: ClusterViewStore, clock: Clock
+) -> None:
+    base = store.apply_metadata(snap([topic("a", [part(0, (1,))])]), full=True)
+    stale = store.with_min_insync_replicas({"a": 2})
+    clock.t += 1
+    newer = store.apply_metadata(snap([topic("b", [part(0, (2,))])]), full=False)
+    assert not store.install_over(base, stale)
+    assert store.view is newer  # the newer view was not overwritten by the stale build
+    rebuilt = store.with_min_insync_replicas({"a": 2}, base=store.view)
+    assert store.install_over(newer, rebuilt)
+    assert store.view is rebuilt
+    assert set(rebuilt.topics) == {"a", "b"} and rebuilt.topics["a"].min_insync_replicas == 2
+
+
+def test_build_on_an_explicit_base(store: ClusterViewStore) -> None:
+    first = store.build(snap([topic("a", [part(0, (1,))])]), full=True)
+    assert store.view.topics == {}  # built, not installed
+    second = store.build(snap([topic("b", [part(0, (1,))])]), full=False, base=first)
+    assert set(second.topics) == {"a", "b"}

@@ -6,7 +6,10 @@ the loop, for small responses and for large ones (which get the treatment
 against loop stalls: short GIL switch interval, paused and then frozen GC,
 naps between chunks of work, gradual release); whatever happens, success or
 a malformed frame, the switch interval and the GC are back to what they were
-once the replaced view has been released.
+once the replaced view has been released. Every update is built on the view
+installed last: an update racing an absorb applies on top of it, and a view
+installed directly while an update is being built is never overwritten (the
+update is built again on top of it).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 
@@ -23,7 +27,13 @@ from kafka.protocol.metadata import MetadataResponse
 from protocol.metadata import read_metadata
 from protocol.primitives import ProtocolError
 from proxy.cluster_view import ClusterView, ClusterViewStore
-from proxy.view_feeder import Pacer, ViewFeeder, _drop_snapshot_gradually, _release_gradually
+from proxy.view_feeder import (
+    Pacer,
+    Pause,
+    ViewFeeder,
+    _drop_snapshot_gradually,
+    _release_gradually,
+)
 from tests.unit._views import Clock
 
 _T = MetadataResponse.MetadataResponseTopic
@@ -174,3 +184,118 @@ def test_gradual_releases_empty_their_box_and_pause() -> None:
     # per topic gathered, and per 1,024 objects popped (10 topics, then 3,000 partitions)
     assert len(calls) == 2 * (10 + 1 + 3)
     _release_gradually([ClusterView()], lambda: None)  # an empty view is fine too
+
+
+def test_release_skips_the_partitions_the_replacing_view_shares() -> None:
+    store = ClusterViewStore(Clock())
+    old = store.apply_metadata(read_metadata(frame(10, 300), 12), full=True)
+    new = store.with_min_insync_replicas({"topic-0": 2, "topic-1": 2})
+    calls: list[int] = []
+    box = [old]
+    del old
+    _release_gradually(box, lambda: calls.append(1), keep=new)
+    # even the two replaced topic states share their partitions: only 10 topics popped
+    assert box == [] and len(calls) == 1
+    assert new.partition_count == 3000  # shared partitions are still alive
+
+
+async def test_an_update_racing_an_absorb_applies_on_top_of_it() -> None:
+    clock = Clock()
+    store = ClusterViewStore(clock)
+    feeder = ViewFeeder(store)
+    values = {"topic-0": 2, "topic-3": 3}
+
+    def configs(base: ClusterView, pause: Pause) -> ClusterView:
+        return store.with_min_insync_replicas(values, pause, base)
+
+    try:
+        await feeder.absorb(frame(3, 4), 12, full=True)
+        # asked for in this order while neither has run: each builds on the other's result
+        absorbed = asyncio.ensure_future(feeder.absorb(frame(2, 4, first=3), 12, full=False))
+        updated = asyncio.ensure_future(feeder.update(configs, large=False))
+        await asyncio.gather(absorbed, updated)
+        view = store.view
+        assert updated.result() is view
+        assert set(view.topics) == {f"topic-{i}" for i in range(5)}
+        assert view.topics["topic-0"].min_insync_replicas == 2
+        assert view.topics["topic-3"].min_insync_replicas == 3  # absorbed first, then set
+        # and the other way round: a full refresh after the update keeps its values
+        clock.t += 1
+        await asyncio.gather(feeder.update(configs, large=False),
+                             feeder.absorb(frame(5, 4), 12, full=True))
+        assert store.view.topics["topic-3"].min_insync_replicas == 3
+        assert store.view.topics["topic-0"].updated_at == clock.t
+    finally:
+        feeder.close()
+
+
+async def test_a_view_installed_while_an_update_is_built_is_never_overwritten() -> None:
+    store = ClusterViewStore(Clock())
+    feeder = ViewFeeder(store)
+    started, go = threading.Event(), threading.Event()
+    bases: list[ClusterView] = []
+
+    def configs(base: ClusterView, pause: Pause) -> ClusterView:
+        bases.append(base)
+        if len(bases) == 1:
+            started.set()
+            assert go.wait(5)
+        return store.with_min_insync_replicas({"topic-0": 2}, pause, base)
+
+    try:
+        await feeder.absorb(frame(3, 4), 12, full=True)
+        task = asyncio.ensure_future(feeder.update(configs, large=False))
+        assert await asyncio.to_thread(started.wait, 5)
+        # written on the loop while the update is being built on the previous view
+        direct = store.apply_metadata(read_metadata(frame(1, 4, first=7), 12), full=False)
+        go.set()
+        view = await task
+        assert [b is direct for b in bases] == [False, True]  # built again, on top
+        assert view is store.view
+        assert "topic-7" in view.topics and view.topics["topic-0"].min_insync_replicas == 2
+    finally:
+        go.set()
+        feeder.close()
+
+
+async def test_an_update_that_changes_nothing_installs_nothing() -> None:
+    store = ClusterViewStore(Clock())
+    feeder = ViewFeeder(store)
+    seen: list[ClusterView] = []
+    try:
+        await feeder.absorb(frame(3, 4), 12, full=True)
+        before = store.view
+        store.subscribe(lambda old, new: seen.append(new))
+        assert await feeder.update(lambda base, pause: base, large=False) is before
+        assert store.view is before and seen == []
+    finally:
+        feeder.close()
+
+
+async def test_large_update_and_run_are_paced_and_restore_interval_and_gc() -> None:
+    store = ClusterViewStore(Clock())
+    feeder = ViewFeeder(store)
+    interval = sys.getswitchinterval()
+    seen: list[tuple[object, float, bool]] = []
+
+    def configs(base: ClusterView, pause: Pause) -> ClusterView:
+        seen.append((pause, sys.getswitchinterval(), gc.isenabled()))
+        return store.with_min_insync_replicas({"topic-1": 4}, pause, base)
+
+    def work(pause: Pause) -> int:
+        seen.append((pause, sys.getswitchinterval(), gc.isenabled()))
+        return 7
+
+    try:
+        await feeder.absorb(frame(3, 4), 12, full=True)
+        await feeder.update(configs, large=True)
+        assert await feeder.run(work, large=True) == 7
+        assert await feeder.run(work, large=False) == 7
+        await settled(feeder, interval)
+        (p1, i1, gc1), (p2, i2, gc2), (p3, i3, _) = seen
+        assert isinstance(p1, Pacer) and i1 < interval and not gc1
+        assert isinstance(p2, Pacer) and i2 < interval and gc2  # run: no GC pause
+        assert p3 is None
+        assert store.view.topics["topic-1"].min_insync_replicas == 4
+    finally:
+        feeder.close()
