@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -32,13 +33,18 @@ from protocol.metadata import (  # noqa: E402
     read_metadata,
     rewrite_metadata_brokers,
 )
-from protocol.produce import peek_acks, walk_produce_request  # noqa: E402
+from protocol.produce import (  # noqa: E402
+    peek_acks,
+    rewrite_produce_response_endpoints_seen,
+    walk_produce_request,
+)
 from proxy.cluster_view import ClusterViewStore  # noqa: E402
 from proxy.connection import ClientInfo  # noqa: E402
 from proxy.enforcement import EnforcementSettings, RackEnforcer  # noqa: E402
 from proxy.enforcement_metrics import EnforcementMetrics  # noqa: E402
+from proxy.metrics import ProxyMetrics  # noqa: E402
 from proxy.policy import RackRule, decide  # noqa: E402
-from tests.unit._produce_oracle import kp_request, make_batch  # noqa: E402
+from tests.unit._produce_oracle import kp_request, kp_response, make_batch  # noqa: E402
 
 RACKS = ["rack-a", "rack-b", "rack-c"]
 
@@ -101,6 +107,64 @@ def observe_hook(store: ClusterViewStore, client: ClientInfo, parts: int) -> Cal
     return lambda: enforcer(client, produce, 0, 9, 1)
 
 
+class _NullTransport:
+    """Stands in for both sockets of a connection: takes writes, does nothing."""
+
+    def write(self, data: Any) -> None:
+        pass
+
+    def writelines(self, data: Any) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def get_extra_info(self, name: str) -> Any:
+        return ("10.0.0.1", 40000)
+
+    def set_write_buffer_limits(self, high: int) -> None:
+        pass
+
+
+def round_trip(min_racks: int, version: int) -> Callable[[], None]:
+    """One acks=all, 1-partition Produce through a ClientConnection and its response back,
+    without sockets: the request read, hook, metrics, forward, response match and
+    transform, write to the client. ``min_racks`` 1: policy off; 2: observe mode."""
+    from config.settings import Settings
+    from proxy.app import Rackguard
+
+    settings = Settings(upstream=("127.0.0.1:1",), min_insync_racks=min_racks, observe=True,
+                        max_metadata_age_ms=10**9)
+    app = Rackguard(settings)
+    app.store.apply_metadata(snapshot(1, 10), full=True)
+    conn = app.server._new_client("bootstrap")
+    conn._transport = conn._upstream = _NullTransport()  # type: ignore[assignment]
+    conn._holding = False
+    upstream = conn.upstream_splitter()
+    request = kp_request(version, [("topic-0", [(0, make_batch(1))])])
+    response = kp_response(version, [("topic-0", [{"index": 0, "error_code": 0,
+                                                   "base_offset": 5}])])
+
+    def once() -> None:
+        buf = conn.get_buffer(-1)
+        buf[: len(request)] = request
+        conn.buffer_updated(len(request))
+        buf = upstream.get_buffer()
+        buf[: len(response)] = response
+        conn.upstream_data(len(response), upstream)
+
+    return once
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="rackguard microbenchmarks")
     parser.add_argument("--quick", action="store_true", help="a few iterations only (smoke)")
@@ -111,8 +175,33 @@ def main(argv: list[str] | None = None) -> int:
     header = parse_request_header(frame)
     acks = timeit(lambda: peek_acks(frame), repeat, number)
     print(f"produce acks peek (policy off path): {acks * 1e6:8.2f} us per request")
+    parse = timeit(lambda: parse_request_header(frame), repeat, number)
+    print(f"request header parse:                {parse * 1e6:8.2f} us per request")
+    one = memoryview(kp_request(9, [("topic-0", [(0, make_batch(1))])]))
+    one_header = parse_request_header(one)
+    walk = timeit(lambda: walk_produce_request(one, one_header), repeat, number)
+    print(f"produce walk, 1 partition:           {walk * 1e6:8.2f} us per request")
     walk = timeit(lambda: walk_produce_request(frame, header), repeat, number)
     print(f"produce walk, 10 partitions:         {walk * 1e6:8.2f} us per request")
+
+    def mapper(node_id: int, host: str, port: int) -> tuple[str, int]:
+        return "127.0.0.1", 9100 + node_id
+
+    answer = memoryview(kp_response(10, [("topic-0", [{"index": 0, "error_code": 0,
+                                                       "base_offset": 5}])]))
+    scan = timeit(lambda: rewrite_produce_response_endpoints_seen(answer, 10, mapper),
+                  repeat, number)
+    print(f"produce v10 response endpoint scan:  {scan * 1e6:8.2f} us per response (1 part)")
+
+    proxy_metrics = ProxyMetrics(CollectorRegistry())
+
+    def count() -> None:
+        proxy_metrics.request(0)
+        proxy_metrics.bytes_from_client.inc(1100)
+        proxy_metrics.bytes_to_client.inc(60)
+
+    counted = timeit(count, repeat, number)
+    print(f"proxy metrics (request + bytes):     {counted * 1e6:8.2f} us per request")
 
     store = ClusterViewStore(time.monotonic)
     store.apply_metadata(snapshot(1, 10), full=True)
@@ -132,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
     for parts in (1, 10):
         hook = timeit(observe_hook(store, client, parts), repeat, number)
         print(f"produce hook, observe, {parts:>2} part(s):    {hook * 1e6:8.2f} us per request")
+
+    for version in (9, 10):
+        for racks, mode in ((1, "policy off"), (2, "observe")):
+            trip = timeit(round_trip(racks, version), repeat, number)
+            print(f"request+response v{version:<2}, {mode:<10}:  {trip * 1e6:8.2f} us (1 part)")
 
     # A 1 MiB produce arriving in 64 KiB reads; each path includes the read's own copy
     # (the kernel's). Read into the splitter: straight into the frame's pooled buffer.
@@ -168,10 +262,6 @@ def main(argv: list[str] | None = None) -> int:
           f"{feed * 1e6:.1f} us fed as bytes and joined")
 
     meta = metadata_frame(2000)
-
-    def mapper(node_id: int, host: str, port: int) -> tuple[str, int]:
-        return "127.0.0.1", 9100 + node_id
-
     rewrite = timeit(lambda: rewrite_metadata_brokers(meta, 12, mapper), repeat, few)
     print(f"metadata v12 rewrite, 2,000 parts:   {rewrite * 1e3:8.3f} ms")
     read = timeit(lambda: read_metadata(meta, 12), repeat, max(1, number // 200))

@@ -6,7 +6,10 @@ building it, returns ``None`` when there is no NodeEndpoints field (v3-v9, or no
 sent), and otherwise re-encodes only each endpoint's host and port plus the one
 tagged-field length that encloses them; every other byte, including each endpoint's
 rack and tagged fields and the other top-level tagged fields, is copied verbatim.
-Malformed input raises :class:`~protocol.primitives.ProtocolError` and nothing else.
+Every v10+ response is walked whole (its top-level tagged fields sit after all its
+partitions, and no shorter check can tell NodeEndpoints from a partition's bytes),
+with the usual shapes (short lengths, empty tagged fields, no record errors) read
+inline. Malformed input raises :class:`~protocol.primitives.ProtocolError` and nothing else.
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ from protocol.produce_request import (
 from protocol.produce_response import (
     FIRST_LEADER_HINT_VERSION,
     NodeEndpoint,
-    check_size_prefix,
     read_checked_array_len,
     read_endpoint_entries,
     skip_tag_fields,
@@ -42,6 +44,7 @@ EndpointMapper = Callable[[int, str, int], tuple[str, int]]
 """``mapper(node_id, host, port) -> (host, port)``: the address clients should see."""
 
 _I16 = struct.Struct(">h").unpack_from
+_I32 = struct.Struct(">i").unpack_from
 
 
 def _skip_string(buf: Buffer, pos: int, flexible: bool, end: int) -> int:
@@ -59,24 +62,67 @@ def _skip_string(buf: Buffer, pos: int, flexible: bool, end: int) -> int:
 
 
 def _find_endpoints_tag(frame: Buffer, version: int) -> tuple[int, int, int] | None:
-    """(offset of the tag's size varint, payload start, payload end) of NodeEndpoints."""
-    end = check_size_prefix(frame)
-    pos = response_body_offset(frame, PRODUCE_API_KEY, version)
+    """(offset of the tag's size varint, payload start, payload end) of NodeEndpoints.
+
+    Walks the whole response (so a malformed one is still refused), reading a varint
+    below 0x80 and an empty tag section inline: a usual response costs no helper call.
+    """
+    end = len(frame)
+    if end < 4 or _I32(frame, 0)[0] != end - 4:  # check_size_prefix, inline
+        raise ProtocolError("frame size prefix does not match the frame length")
+    pos = 9 if frame[8] == 0 else response_body_offset(frame, PRODUCE_API_KEY, version)
     by_id = version >= FIRST_TOPIC_ID_VERSION
-    n_topics, pos = read_checked_array_len(frame, pos, True, end)
+    n_topics = frame[pos]
+    if n_topics < 0x80:
+        pos += 1
+        n_topics -= 1
+        if n_topics < 0 or n_topics > end - pos:
+            raise ProtocolError(f"bad array length {n_topics} at offset {pos}")
+    else:
+        n_topics, pos = read_checked_array_len(frame, pos, True, end)
     for _ in range(n_topics):
-        pos = pos + 16 if by_id else _skip_string(frame, pos, True, end)
-        n_parts, pos = read_checked_array_len(frame, pos, True, end)
+        if by_id:
+            pos += 16
+        else:
+            n = frame[pos]
+            if n < 0x80:
+                pos += n if n > 1 else 1  # compact length n - 1, then the name
+                if pos > end:
+                    raise ProtocolError("string runs past the end of the frame")
+            else:
+                pos = _skip_string(frame, pos, True, end)
+        n_parts = frame[pos]
+        if n_parts < 0x80:
+            pos += 1
+            n_parts -= 1
+            if n_parts < 0 or n_parts > end - pos:
+                raise ProtocolError(f"bad array length {n_parts} at offset {pos}")
+        else:
+            n_parts, pos = read_checked_array_len(frame, pos, True, end)
         for _ in range(n_parts):
             pos += 30  # index, error code, base offset, append time, log start offset
-            n_err, pos = read_checked_array_len(frame, pos, True, end)
-            for _ in range(n_err):
-                pos = _skip_string(frame, pos + 4, True, end)
+            if frame[pos] == 1:  # no record errors
+                pos += 1
+            else:
+                n_err, pos = read_checked_array_len(frame, pos, True, end)
+                for _ in range(n_err):
+                    pos = _skip_string(frame, pos + 4, True, end)
+                    pos = skip_tag_fields(frame, pos, end)
+            if frame[pos] == 0:  # null error message
+                pos += 1
+            else:
+                pos = _skip_string(frame, pos, True, end)
+            if frame[pos] == 0:  # no tagged fields (no CurrentLeader)
+                pos += 1
+            else:
                 pos = skip_tag_fields(frame, pos, end)
-            pos = _skip_string(frame, pos, True, end)
+        if frame[pos] == 0:
+            pos += 1
+        else:
             pos = skip_tag_fields(frame, pos, end)
-        pos = skip_tag_fields(frame, pos, end)
     pos += 4  # throttle time
+    if pos + 1 == end and frame[pos] == 0:  # no top-level tagged fields: the usual end
+        return None
     found = None
     count, pos = read_uvarint(frame, pos)
     for _ in range(count):

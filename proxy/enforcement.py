@@ -33,6 +33,7 @@ from protocol.produce import (
     drop_partitions,
     merge_produce_responses,
     parse_produce_response,
+    peek_acks,
     walk_produce_request,
 )
 from proxy.cluster_view import ClusterView, ClusterViewStore
@@ -48,7 +49,6 @@ from proxy.policy import (
     decide_known,
 )
 from proxy.response_queue import ResponseTransform
-from proxy.server import produce_acks
 
 if TYPE_CHECKING:
     from proxy.ledger import DecisionLedger
@@ -100,14 +100,16 @@ class RackEnforcer:
         self, client: ClientInfo, frame: memoryview, api_key: int, api_version: int, corr: int
     ) -> Action | Awaitable[Action]:
         settings = self.settings
-        acks = produce_acks(frame)
-        if acks != -1 or not self._enabled(settings.rule):
+        rule = settings.rule
+        acks = peek_acks(frame)  # Produce v0-v2 raise: they cannot be checked
+        if acks != -1 or not (
+                self._rule_enabled if rule is self._rule_seen else self._enabled(rule)):
             return Forward(frame, acks != 0, self._transform)
         header = parse_request_header(frame)
         request = walk_produce_request(frame, header)
         now = self._clock()
         view = self._store.view
-        decisions = decide_known(request, view, settings.rule, now)
+        decisions = decide_known(request, view, rule, now)
         if decisions is None:  # the view lacks a partition the request names
             return self._after_refresh(settings, client, frame, header, request)
         return self._act(settings, client, frame, header, request, now, view, decisions)
@@ -145,13 +147,13 @@ class RackEnforcer:
         view: ClusterView,
         decisions: list[Decision],
     ) -> Action:
-        self._metrics.record(decisions, settings.observe, client)
+        observe = settings.observe
+        self._metrics.record(decisions, observe, client)
         pending = None
         if self._ledger is not None:
             pending = self._ledger.record(client, header, request, frame, decisions, view,
-                                          settings.observe, settings.dedicated_code, now)
-        rejected = [] if settings.observe else [d for d in decisions if d.verdict in REJECTING]
-        if not rejected:
+                                          observe, settings.dedicated_code, now)
+        if observe or not (rejected := [d for d in decisions if d.verdict in REJECTING]):
             transform = self._transform
             return Forward(frame, True, pending.wrap(transform) if pending else transform)
         synthetic = {(d.topic_key, d.partition): self._result(d, settings) for d in rejected}

@@ -26,6 +26,7 @@ from protocol.api_versions import PROXY_VERSION_CAPS, unsupported_version_respon
 from protocol.apis import ApiKey
 from protocol.framing import ReadMemory
 from protocol.produce import peek_acks
+from protocol.produce_response import FIRST_LEADER_HINT_VERSION
 from proxy.addressing import AddressBook, AddressRewriter
 from proxy.connection import (
     Action,
@@ -43,15 +44,6 @@ from proxy.metrics import ProxyMetrics
 log = logging.getLogger("rackguard.server")
 
 BOOTSTRAP = "bootstrap"
-
-
-def produce_acks(frame: memoryview) -> int:
-    """The acks field of a Produce v3-v13 request, without walking its topics.
-
-    Produce v0-v2 (removed in Kafka 4) is refused as bad input: the proxy cannot
-    check it, and forwarding it unchecked would bypass the rack rule.
-    """
-    return peek_acks(frame)
 
 
 class ProxyServer:
@@ -109,9 +101,13 @@ class ProxyServer:
     def forward_produce(
         self, client: ClientInfo, frame: memoryview, api_key: int, api_version: int, corr: int
     ) -> Action:
-        """Produce with no policy: forward as is; acks=0 expects no response."""
-        acks = produce_acks(frame)
-        return Forward(frame, acks != 0, self.produce_transform)
+        """Produce with no policy: forward as is; acks=0 expects no response.
+
+        Before v10 a Produce response carries no broker address, so it needs no
+        transform (the address rewriter would hand it back untouched)."""
+        return Forward(frame, peek_acks(frame) != 0,
+                       self.produce_transform if api_version >= FIRST_LEADER_HINT_VERSION
+                       else None)
 
     def negotiate_api_versions(
         self, client: ClientInfo, frame: memoryview, api_key: int, api_version: int, corr: int
