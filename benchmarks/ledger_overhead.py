@@ -1,13 +1,16 @@
-"""CPU cost of the decision ledger per acks=all produce, with the writer thread running.
+"""CPU cost of the decision ledger per acks=all produce.
 
     .venv/bin/python benchmarks/ledger_overhead.py [--requests 200000]
 
-Drives the Produce hook (RackEnforcer) and the response transform as fast as
-one thread can, without sockets, for 1-partition and 10-partition requests:
-once with the ledger off, once on (writing to a temporary directory). Prints
-the event-loop thread's CPU per request (what the data path pays) and the
-whole process's CPU per request (adding the writer thread's JSON encoding and
-file writes), and the rows dropped. Reported, not asserted.
+First each side alone, in one thread: what the event loop pays per request
+(recording the decisions and the broker's answer) and what the writer pays
+per row (reading the answer and the batch headers, assembling the lines), for
+1, 10 and 50 partitions per request. Then both together: the Produce hook
+(RackEnforcer) and the response transform driven as fast as one thread can,
+without sockets, with the ledger off and on (the writer thread running and
+writing to a temporary directory): the driving thread's CPU per request and
+the whole process's, and the rows dropped (at that rate the writer falls
+behind on multi-partition requests). Reported, not asserted.
 """
 
 from __future__ import annotations
@@ -24,12 +27,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from prometheus_client import CollectorRegistry  # noqa: E402
 
 from benchmarks.micro import snapshot  # noqa: E402
+from protocol.headers import parse_request_header  # noqa: E402
+from protocol.produce import walk_produce_request  # noqa: E402
 from proxy.cluster_view import ClusterViewStore  # noqa: E402
 from proxy.connection import ClientInfo, Forward  # noqa: E402
 from proxy.enforcement import EnforcementSettings, RackEnforcer  # noqa: E402
 from proxy.enforcement_metrics import EnforcementMetrics  # noqa: E402
 from proxy.ledger import DecisionLedger, LedgerConfig  # noqa: E402
-from proxy.policy import RackRule  # noqa: E402
+from proxy.ledger_rows import ProduceEntry, RowFormatter  # noqa: E402
+from proxy.policy import (
+    RackRule,  # noqa: E402
+    decide,  # noqa: E402
+)
 from tests.unit._produce_oracle import kp_request, kp_response, make_batch  # noqa: E402
 
 CLIENT = ClientInfo("10.0.0.1:40000", "node-1")
@@ -71,6 +80,39 @@ def run(partitions: int, requests: int, ledger_dir: Path | None) -> tuple[float,
     return ((thread1 - thread0) / requests * 1e6, (proc1 - proc0) / requests * 1e6, dropped)
 
 
+def sides_alone(partitions: int, requests: int) -> tuple[float, float]:
+    """(loop-side us per request, writer us per row), each measured alone."""
+    store = ClusterViewStore(time.monotonic)
+    store.apply_metadata(snapshot(1, 10), full=True)
+    rule = RackRule(default_min_racks=2, max_metadata_age_s=1e9)
+    ledger = DecisionLedger(LedgerConfig(Path(tempfile.gettempdir()), "bench",
+                                         queue_size=10**12, queue_bytes=10**15),
+                            CollectorRegistry())
+    frame = memoryview(kp_request(9, [("topic-0", [(p % 10, make_batch(5)) for p in
+                                                   range(partitions)])], correlation_id=1))
+    response = memoryview(kp_response(9, [("topic-0", [
+        {"index": p % 10, "error_code": 0, "base_offset": 1000} for p in range(partitions)])],
+        correlation_id=1))
+    header = parse_request_header(frame)
+    request = walk_produce_request(frame, header)
+    decisions = decide(request, store.view, rule, time.monotonic())
+    entries: list[ProduceEntry] = []
+    start = time.thread_time()
+    for _ in range(requests):
+        pending = ledger.record(CLIENT, header, request, frame, decisions, store.view, True,
+                                None, 0.0)
+        assert pending is not None
+        pending.complete(response, 9)
+        entries.append(pending)
+    loop_us = (time.thread_time() - start) / requests * 1e6
+    formatter, lines = RowFormatter("bench"), list[str]()
+    start = time.thread_time()
+    for entry in entries:
+        formatter.lines(entry, lines)
+    writer_us = (time.thread_time() - start) / len(lines) * 1e6
+    return loop_us, writer_us
+
+
 async def _never() -> bool:
     return False
 
@@ -79,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200_000)
     args = parser.parse_args(argv)
+    for partitions in (1, 10, 50):
+        loop_us, writer_us = sides_alone(partitions, max(1000, args.requests // partitions))
+        print(f"{partitions:>2} partition(s)/request, each side alone: event loop {loop_us:.1f} "
+              f"us per request; writer {writer_us:.2f} us per row")
     for partitions in (1, 10):
         off_loop, off_proc, _ = run(partitions, args.requests, None)
         tmp = Path(tempfile.mkdtemp(prefix="rg-ledger-bench-"))

@@ -29,3 +29,12 @@ def test_loop_lag_quick_run_prints_its_figures() -> None:
     assert "run 2: longest stall" in result.stdout, result.stdout
     assert "longest stall median" in result.stdout, result.stdout
     assert "on the event loop: longest stall" in result.stdout, result.stdout
+
+
+def test_ledger_overhead_quick_run_prints_its_figures() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "ledger_overhead.py"), "--requests", "300"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "each side alone: event loop" in result.stdout, result.stdout
+    assert "process CPU incl. writer" in result.stdout, result.stdout
