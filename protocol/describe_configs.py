@@ -20,7 +20,7 @@ from collections.abc import Callable, Collection, Iterable
 
 from protocol.apis import ApiKey
 from protocol.headers import response_body_offset
-from protocol.primitives import Buffer, ProtocolError, encode_string
+from protocol.primitives import Buffer, ProtocolError, encode_string, read_uvarint
 
 Pause = Callable[[], object] | None
 
@@ -115,18 +115,6 @@ def _read_min_insync_replicas(buf: Buffer, version: int, pause: Pause
     i16 = _I16.unpack_from
     i32 = _I32.unpack_from
 
-    def uvarint(pos: int) -> tuple[int, int]:
-        n = shift = 0
-        while True:
-            b = buf[pos]
-            pos += 1
-            n |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return n, pos
-            shift += 7
-            if shift > 28:
-                raise ProtocolError(f"varint longer than 5 bytes at offset {pos}")
-
     def length(pos: int) -> tuple[int, int]:
         """A string's or an array's length (-1: null) and the position after it."""
         if not flexible:
@@ -134,7 +122,7 @@ def _read_min_insync_replicas(buf: Buffer, version: int, pause: Pause
         b = buf[pos]
         if b < 0x80:
             return b - 1, pos + 1
-        n, pos = uvarint(pos)
+        n, pos = read_uvarint(buf, pos)
         return n - 1, pos
 
     def string(pos: int) -> tuple[int, int]:
@@ -146,10 +134,10 @@ def _read_min_insync_replicas(buf: Buffer, version: int, pause: Pause
     def skip_tags(pos: int) -> int:
         if buf[pos] == 0:
             return pos + 1
-        count, pos = uvarint(pos)
+        count, pos = read_uvarint(buf, pos)
         for _ in range(count):
-            _, pos = uvarint(pos)  # tag
-            size, pos = uvarint(pos)
+            _, pos = read_uvarint(buf, pos)  # tag
+            size, pos = read_uvarint(buf, pos)
             pos += size
         return pos
 

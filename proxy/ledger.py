@@ -55,7 +55,7 @@ from proxy.ledger_rows import (
     RowFormatter,
     snapshot_lines,
 )
-from proxy.policy import Decision, RackRule, Verdict
+from proxy.policy import REJECTING, Decision, RackRule
 from proxy.response_queue import ResponseTransform
 
 __all__ = ["FORWARDED", "OBSERVED", "REJECTED", "DecisionLedger", "LedgerConfig",
@@ -66,8 +66,6 @@ log = logging.getLogger("rackguard.ledger")
 _YIELD_ROWS = 200  # rows the writer formats (~0.3 ms) before it lets the event loop run
 _CHUNK_ROWS = 2_000  # rows per file write (one join of them holds the GIL)
 _YIELD_S = 0.0001  # a real sleep: sleep(0) releases the GIL but often takes it straight back
-# Verdict.rejects is a property call, too slow to make once per partition here
-_REJECTING = tuple(v for v in Verdict if v.rejects)
 
 DECISION_FILE_PREFIX = "decisions"
 SNAPSHOT_FILE_PREFIX = "snapshots"
@@ -184,7 +182,7 @@ class DecisionLedger:
         held = frame if frame.readonly else memoryview(bytes(frame))
         req = next(self._requests)
         wall = self.wall_clock()
-        rejected = () if observe else [d for d in decisions if d.verdict in _REJECTING]
+        rejected = () if observe else [d for d in decisions if d.verdict in REJECTING]
         if not rejected:
             return PendingProduce(self, now, wall, req, header.client_id, client.peer, request,
                                   held, decisions, view, observe, dedicated_code)
@@ -192,7 +190,7 @@ class DecisionLedger:
                                 rejected, view, observe, dedicated_code))
         if len(rejected) == len(decisions):
             return None
-        forwarded = [d for d in decisions if d.verdict not in _REJECTING]
+        forwarded = [d for d in decisions if d.verdict not in REJECTING]
         return PendingProduce(self, now, wall, req, header.client_id, client.peer, request,
                               held, forwarded, view, observe, dedicated_code)
 

@@ -45,13 +45,20 @@ class Verdict(Enum):
     NOT_ENOUGH_RACKS = "NOT_ENOUGH_RACKS"
     METADATA_STALE = "METADATA_STALE"
 
+    # Members are singletons compared by identity, so the identity hash is consistent
+    # with equality; Enum's own __hash__ is a Python call, paid per partition in the
+    # dicts the hot path keys by verdict.
+    __hash__ = object.__hash__
+
     @property
     def rejects(self) -> bool:
         return self in REJECTING
 
 
-REJECTING = frozenset((Verdict.NOT_ENOUGH_RACKS, Verdict.METADATA_STALE))
-"""The verdicts that reject a partition (``Verdict.rejects``, as a set for hot loops)."""
+REJECTING = (Verdict.NOT_ENOUGH_RACKS, Verdict.METADATA_STALE)
+"""The verdicts that reject a partition (``Verdict.rejects``), for hot loops: a tuple,
+since ``in`` on it compares identities in C, where a set would call Enum's Python-level
+``__hash__``."""
 
 
 @dataclass(frozen=True, slots=True)

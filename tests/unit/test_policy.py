@@ -10,6 +10,7 @@ over prefix, longest prefix first.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Sequence
 from typing import Any
 
@@ -428,4 +429,14 @@ def test_decide_known_is_decide_unless_something_is_unknown(
 
 
 def test_rejecting_is_rejects() -> None:
-    assert REJECTING == {v for v in Verdict if v.rejects}
+    assert set(REJECTING) == {v for v in Verdict if v.rejects}
+
+
+def test_verdicts_hash_by_identity_and_survive_a_round_trip() -> None:
+    # Verdict uses the identity hash (cheaper than Enum's); lookups by a member got
+    # any other way (by value, unpickled) must still find it
+    counts = {v: i for i, v in enumerate(Verdict)}
+    for i, v in enumerate(Verdict):
+        assert counts[Verdict(v.value)] == i
+        assert counts[pickle.loads(pickle.dumps(v))] == i
+        assert hash(v) == hash(Verdict[v.name])
