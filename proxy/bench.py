@@ -211,9 +211,10 @@ def pct(values: list[float], q: float) -> float:
 
 
 class Restartable:
-    """A process on one port that is restarted for every round. Tansu's in-memory
-    storage keeps every record (one broker for a whole run fills the machine's memory),
-    and Tansu's proxy does not reconnect to a restarted origin, so both start afresh."""
+    """A process on one port that is restarted for every measurement. Tansu's in-memory
+    storage keeps every record (one broker for a whole run fills the machine's memory, and
+    it slows down as it fills), and Tansu's proxy does not reconnect to a restarted origin,
+    so both start afresh."""
 
     def __init__(self, name: str, argv: list[str], port: int, logs: Path) -> None:
         self.name = name
@@ -250,7 +251,7 @@ def run(args: argparse.Namespace) -> Results:
     logs = Path(tempfile.mkdtemp(prefix="rackguard-bench-"))
     exe = str(Path(sys.executable).parent / "rackguard")
     with ExitStack() as stack:
-        restarted: list[Restartable] = []  # restarted before every round but the first
+        restarted: list[Restartable] = []  # restarted before every measurement
         if args.bootstrap:
             upstream = args.bootstrap
         else:
@@ -290,15 +291,16 @@ def run(args: argparse.Namespace) -> Results:
             restarted.append(peer)
             targets.append(Target("tansu-proxy", f"127.0.0.1:{port}", peer.pid))
         for r in range(args.rounds):
-            if r > 0:
-                for restartable in restarted:
-                    restartable.restart()
-                if peer is not None:
-                    targets[-1].pid = peer.pid
             topic = f"rackguard-bench-{os.getpid()}-{r}"
             order = targets if r % 2 == 0 else list(reversed(targets))
             for target in order:
                 for size in args.sizes:
+                    # a fresh broker for every measurement: Tansu slows down as its
+                    # in-memory log grows, which would favour whoever goes first
+                    for restartable in restarted:
+                        restartable.restart()
+                    if peer is not None:
+                        targets[-1].pid = peer.pid
                     cpu0 = cpu_seconds(target.pid) if target.pid else 0.0
                     mb_s, rec_s, sent = throughput(target, topic, size, args.seconds)
                     cpu = (cpu_seconds(target.pid) - cpu0) / (sent / 1e9) if target.pid else None
