@@ -20,7 +20,13 @@ from collections.abc import Callable, Collection, Iterable
 
 from protocol.apis import ApiKey
 from protocol.headers import response_body_offset
-from protocol.primitives import Buffer, ProtocolError, encode_string, read_uvarint
+from protocol.primitives import (
+    Buffer,
+    ProtocolError,
+    encode_array_len,
+    encode_string,
+    read_uvarint,
+)
 
 Pause = Callable[[], object] | None
 
@@ -47,20 +53,20 @@ def encode_describe_configs(topics: Iterable[str], version: int, correlation_id:
     head = (_I16.pack(ApiKey.DESCRIBE_CONFIGS) + _I16.pack(version) + _I32.pack(correlation_id)
             + encode_string(CLIENT_ID, False) + tags)
     if keys is None:
-        wanted = _array_len(-1, flexible)
+        wanted = encode_array_len(None, flexible)
     else:
-        wanted = _array_len(len(keys), flexible) + b"".join(
+        wanted = encode_array_len(len(keys), flexible) + b"".join(
             encode_string(k, flexible) for k in keys)
     tail = wanted + tags
     parts = [head, b""]
     topic = bytes((TOPIC_RESOURCE,))
     for i, name in enumerate(topics):
         raw = name.encode()
-        size = _array_len(len(raw), flexible) if flexible else _I16.pack(len(raw))
+        size = encode_array_len(len(raw), flexible) if flexible else _I16.pack(len(raw))
         parts.append(topic + size + raw + tail)
         if pause is not None and i % _TOPIC_CHUNK == _TOPIC_CHUNK - 1:
             pause()
-    parts[1] = _array_len(len(parts) - 2, flexible)
+    parts[1] = encode_array_len(len(parts) - 2, flexible)
     if version >= 1:
         parts.append(b"\x00")  # include_synonyms
     if version >= 3:
@@ -68,21 +74,6 @@ def encode_describe_configs(topics: Iterable[str], version: int, correlation_id:
     parts.append(tags)
     body = b"".join(parts)
     return _I32.pack(len(body)) + body
-
-
-def _array_len(n: int, compact: bool) -> bytes:
-    """An array's (or, compact, a string's) length; -1 is null."""
-    if not compact:
-        return _I32.pack(n)
-    n += 1
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def read_min_insync_replicas(frame: Buffer, version: int, pause: Pause = None
