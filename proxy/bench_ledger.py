@@ -23,17 +23,16 @@ import os
 import select
 import socket
 import statistics
-import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from protocol.framing import FrameSplitter
 from protocol.produce_results import produce_results
 
 WINDOW = 8
 CONNECTIONS = 4
 PRODUCE_VERSION = 9
-_SIZE = struct.Struct(">i")
 
 
 @dataclass(frozen=True)
@@ -120,24 +119,6 @@ def create_topic(bootstrap: str, topic: str, partitions: int, replication: int) 
     admin.create_topics([NewTopic(topic, partitions, replication)])[topic].result(30)
 
 
-class FramedReader:
-    """Complete frames out of a socket's byte stream (a tiny blocking-side splitter)."""
-
-    def __init__(self) -> None:
-        self._buf = bytearray()
-
-    def feed(self, data: bytes) -> list[bytes]:
-        self._buf += data
-        frames = []
-        while len(self._buf) >= 4:
-            total = _SIZE.unpack_from(self._buf, 0)[0] + 4
-            if len(self._buf) < total:
-                break
-            frames.append(bytes(self._buf[:total]))
-            del self._buf[:total]
-        return frames
-
-
 def drive(bootstrap: str, frame: bytes, requests_per_s: int, seconds: float,
           connections: int = CONNECTIONS) -> int:
     """Send ``frame`` at the given rate for ``seconds`` over a few connections (round
@@ -151,7 +132,7 @@ def drive(bootstrap: str, frame: bytes, requests_per_s: int, seconds: float,
     socks = [socket.create_connection((host, int(port)), 10) for _ in range(connections)]
     for sock in socks:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    readers = {sock: FramedReader() for sock in socks}
+    readers = {sock: FrameSplitter() for sock in socks}
     in_flight = dict.fromkeys(socks, 0)
     total = int(seconds * requests_per_s)
     sent = answered = 0
@@ -190,7 +171,7 @@ def drive(bootstrap: str, frame: bytes, requests_per_s: int, seconds: float,
             sock.close()
 
 
-def _check(bootstrap: str, answer: bytes) -> None:
+def _check(bootstrap: str, answer: memoryview) -> None:
     errors = {k: v for k, v in produce_results(answer, PRODUCE_VERSION).items() if v[0] != 0}
     if errors:
         raise RuntimeError(f"{bootstrap}: partition errors {errors}")
