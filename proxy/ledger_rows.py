@@ -22,7 +22,6 @@ Invariants:
 from __future__ import annotations
 
 import json
-import struct
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -37,8 +36,6 @@ FORWARDED = "forwarded"
 REJECTED = "rejected"
 OBSERVED = "observed-would-reject"
 
-_I32 = struct.Struct(">i").unpack_from
-_BATCH_HEADER = 61  # v2 record batch header; records count is its last int32
 _MAX_CACHED_CONTEXTS = 200_000
 _MAX_CACHED_CLIENTS = 10_000
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
@@ -195,11 +192,7 @@ def _records_and_size(frame: Buffer, span: tuple[int, int] | None) -> tuple[int,
     """Records (from batch headers; -1 when they cannot be read) and bytes of a record set."""
     if span is None:
         return 0, 0
-    start, end = span
-    size = end - start
-    # the common case, one batch: its length field accounts for the whole record set
-    if size >= _BATCH_HEADER and _I32(frame, start + 8)[0] + 12 == size:
-        return _I32(frame, start + 57)[0], size
+    size = span[1] - span[0]
     try:
         return record_count(frame, span), size
     except ProtocolError:

@@ -132,6 +132,17 @@ def test_unreadable_batches_and_answers_give_nulls_not_errors() -> None:
     assert rows[0]["latency_ms"] == 3.0
 
 
+def test_a_batch_the_codec_refuses_counts_minus_one_even_with_a_consistent_length() -> None:
+    store = store_with((1, 2))
+    frame = bytearray(kp_request(9, [("t\"ö", [(0, make_batch(3))])]))
+    mv = memoryview(bytes(frame))
+    span = walk_produce_request(mv, parse_request_header(mv)).topics[0].partitions[0].records
+    assert span is not None
+    frame[span[0] + 16] = 1  # magic 1: its length still covers the record set exactly
+    rows, _ = lines_of(RowFormatter("x"), entry_for(store, bytes(frame), now=100.0))
+    assert (rows[0]["records"], rows[0]["bytes"]) == (-1, span[1] - span[0])
+
+
 def test_infinite_metadata_age_is_null() -> None:
     store = ClusterViewStore(Clock(100.0))  # never refreshed: age is infinite
     frame = kp_request(9, [("t", [(0, make_batch(1))])])
