@@ -55,6 +55,7 @@ from proxy.ledger_rows import (
     RowFormatter,
     snapshot_lines,
 )
+from proxy.pacing import Pacer
 from proxy.policy import REJECTING, Decision, RackRule
 from proxy.response_queue import ResponseTransform
 
@@ -63,9 +64,7 @@ __all__ = ["FORWARDED", "OBSERVED", "REJECTED", "DecisionLedger", "LedgerConfig"
 
 log = logging.getLogger("rackguard.ledger")
 
-_YIELD_ROWS = 200  # rows the writer formats (~0.3 ms) before it lets the event loop run
 _CHUNK_ROWS = 2_000  # rows per file write (one join of them holds the GIL)
-_YIELD_S = 0.0001  # a real sleep: sleep(0) releases the GIL but often takes it straight back
 
 DECISION_FILE_PREFIX = "decisions"
 SNAPSHOT_FILE_PREFIX = "snapshots"
@@ -245,22 +244,17 @@ class DecisionLedger:
         written = 0
         queue = self._queue
         lines_of = self._formatter.lines
+        pause = Pacer()  # the event loop gets the GIL (and the CPU) every millisecond
         while queue:
             lines: list[str] = []
             unreadable = 0
-            next_yield = _YIELD_ROWS
             while queue and len(lines) < batch_rows:
                 entry = queue.popleft()
                 if not lines_of(entry, lines):
                     unreadable += 1
                 self._rows_out += len(entry.decisions)
                 self._bytes_out += _held_bytes(entry)
-                if len(lines) >= next_yield:
-                    # hand the GIL to the event loop now rather than when the
-                    # interpreter's switch interval (5 ms) forces it: a loop
-                    # waiting that long would add it to some produce's latency
-                    time.sleep(_YIELD_S)
-                    next_yield = len(lines) + _YIELD_ROWS
+                pause()
             if unreadable:
                 self.metrics.response_parse_errors.inc(unreadable)
             try:
@@ -288,10 +282,10 @@ class DecisionLedger:
         try:
             # in chunks, with pauses: a 100,000-partition view takes most of a second
             # to encode, and one join of it would hold the GIL for tens of milliseconds
+            pause = Pacer()
             for line in lines:
                 chunk.append(line)
-                if len(chunk) % _YIELD_ROWS == 0:
-                    time.sleep(_YIELD_S)
+                pause()
                 if len(chunk) >= _CHUNK_ROWS:
                     self._snapshots.write(chunk)
                     written += len(chunk)

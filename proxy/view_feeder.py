@@ -33,7 +33,6 @@ import asyncio
 import gc
 import logging
 import sys
-import time
 from collections.abc import Callable, MutableSequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -42,41 +41,16 @@ from protocol.addresses import BrokerAddress
 from protocol.metadata import MetadataSnapshot, read_metadata
 from protocol.primitives import Buffer, ProtocolError
 from proxy.cluster_view import ClusterView, ClusterViewStore
+from proxy.pacing import Pacer
 
 log = logging.getLogger("rackguard.cluster")
 
 _LARGE_FRAME = 256 * 1024  # Metadata responses from here on get the treatment below
 _SWITCH_INTERVAL_S = 0.0005
-_WORK_S = 0.001  # worker time between two naps
-_NAP_S = 0.00005
 _CHUNK = 1024  # objects freed between two calls of ``pause``
 Pause = Callable[[], object] | None
 R = TypeVar("R")
 T = TypeVar("T")
-
-
-class Pacer:
-    """``pause()``: sleep ``nap`` seconds if ``work`` seconds have passed since the last nap.
-
-    A CPU-bound worker thread otherwise delays the event loop thread twice over: the
-    loop waits for the GIL (the switch interval), and, woken on a CPU the worker is
-    running on, for the scheduler to preempt the worker (up to a tick: 4 ms on the
-    project's machine). A sleep hands over both at once.
-    """
-
-    def __init__(self, work: float = _WORK_S, nap: float = _NAP_S,
-                 clock: Callable[[], float] = time.perf_counter,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        self._work = work
-        self._nap = nap
-        self._clock = clock
-        self._sleep = sleep
-        self._last = clock()
-
-    def __call__(self) -> None:
-        if self._clock() - self._last >= self._work:
-            self._sleep(self._nap)
-            self._last = self._clock()
 
 
 def _pop_all(objects: MutableSequence[Any], pause: Callable[[], object]) -> None:

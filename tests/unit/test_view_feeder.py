@@ -27,8 +27,8 @@ from kafka.protocol.metadata import MetadataResponse
 from protocol.metadata import read_metadata
 from protocol.primitives import ProtocolError
 from proxy.cluster_view import ClusterView, ClusterViewStore
+from proxy.pacing import Pacer
 from proxy.view_feeder import (
-    Pacer,
     Pause,
     ViewFeeder,
     _drop_snapshot_gradually,
