@@ -88,7 +88,10 @@ def read_uuid(buf: Buffer, pos: int) -> tuple[bytes, int]:
 
 def read_string(buf: Buffer, pos: int, compact: bool) -> tuple[str | None, int]:
     """STRING / NULLABLE_STRING (int16 length) or their compact forms."""
-    if compact:
+    if compact and pos < len(buf) and buf[pos] < 0x80:  # a one-byte length: the usual case
+        n = buf[pos] - 1
+        pos += 1
+    elif compact:
         n, pos = read_uvarint(buf, pos)
         n -= 1
     else:
@@ -97,7 +100,7 @@ def read_string(buf: Buffer, pos: int, compact: bool) -> tuple[str | None, int]:
         return None, pos
     _need(buf, pos, n)
     try:
-        return bytes(buf[pos : pos + n]).decode("utf-8"), pos + n
+        return str(buf[pos : pos + n], "utf-8"), pos + n  # decoded in place, not copied first
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"invalid UTF-8 string at offset {pos}") from exc
 

@@ -20,7 +20,6 @@ from protocol.headers import response_body_offset
 from protocol.primitives import Buffer, ProtocolError, skip_string
 from protocol.produce_request import (
     FIRST_FLEXIBLE_VERSION,
-    FIRST_TOPIC_ID_VERSION,
     MAX_PRODUCE_VERSION,
     MIN_PRODUCE_VERSION,
     PRODUCE_API_KEY,
@@ -63,7 +62,7 @@ def _scan(frame: Buffer, version: int) -> dict[tuple[TopicKey, int], tuple[int, 
     out: dict[tuple[TopicKey, int], tuple[int, int]] = {}
     n_topics, pos = read_checked_array_len(frame, pos, flexible, end)
     for _ in range(n_topics):
-        key, pos = _topic_key(frame, pos, version, flexible, end)
+        key, pos = read_topic_key(frame, pos, version, flexible)
         if flexible and 0 < frame[pos] < 0x80:  # a one-byte compact length, the usual case
             n_parts = frame[pos] - 1
             pos += 1
@@ -94,26 +93,6 @@ def _scan(frame: Buffer, version: int) -> dict[tuple[TopicKey, int], tuple[int, 
     if pos != end:
         raise ProtocolError(f"{end - pos} unexpected bytes after the Produce response body")
     return out
-
-
-def _topic_key(
-    frame: Buffer, pos: int, version: int, flexible: bool, end: int
-) -> tuple[TopicKey, int]:
-    if version < FIRST_TOPIC_ID_VERSION:
-        if flexible:  # a compact name of fewer than 127 bytes (one length byte): the usual case
-            size, start = frame[pos] - 1, pos + 1
-            if size >= 0x7F:
-                size = -1
-        else:
-            size, start = (frame[pos] << 8) | frame[pos + 1], pos + 2
-            if size >= 0x8000:
-                size = -1
-        if 0 <= size and start + size <= end:
-            try:
-                return str(frame[start : start + size], "utf-8"), start + size
-            except UnicodeDecodeError as exc:
-                raise ProtocolError(f"invalid UTF-8 topic name at offset {start}") from exc
-    return read_topic_key(frame, pos, version, flexible)  # ids, nulls, long or bad lengths
 
 
 def _skip_record_errors(frame: Buffer, pos: int, flexible: bool, end: int) -> int:
