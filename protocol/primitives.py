@@ -146,6 +146,8 @@ def read_array_len(buf: Buffer, pos: int, compact: bool) -> tuple[int, int]:
 
 
 def skip_tagged_fields(buf: Buffer, pos: int) -> int:
+    if pos < len(buf) and buf[pos] == 0:  # no tagged fields: the usual case
+        return pos + 1
     count, pos = read_uvarint(buf, pos)
     for _ in range(count):
         _tag, pos = read_uvarint(buf, pos)
