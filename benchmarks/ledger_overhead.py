@@ -47,7 +47,7 @@ CLIENT = ClientInfo("10.0.0.1:40000", "node-1")
 def run(partitions: int, requests: int, ledger_dir: Path | None) -> tuple[float, float, float]:
     """(loop-thread CPU µs/request, process CPU µs/request, rows dropped)."""
     store = ClusterViewStore(time.monotonic)
-    store.apply_metadata(snapshot(1, 10), full=True)
+    store.apply_metadata(snapshot(1, 50), full=True)
     settings = EnforcementSettings(RackRule(default_min_racks=2, max_metadata_age_s=1e9), None,
                                    False, 2.0)
     registry = CollectorRegistry()
@@ -83,15 +83,15 @@ def run(partitions: int, requests: int, ledger_dir: Path | None) -> tuple[float,
 def sides_alone(partitions: int, requests: int) -> tuple[float, float]:
     """(loop-side us per request, writer us per row), each measured alone."""
     store = ClusterViewStore(time.monotonic)
-    store.apply_metadata(snapshot(1, 10), full=True)
+    store.apply_metadata(snapshot(1, 50), full=True)
     rule = RackRule(default_min_racks=2, max_metadata_age_s=1e9)
     ledger = DecisionLedger(LedgerConfig(Path(tempfile.gettempdir()), "bench",
                                          queue_size=10**12, queue_bytes=10**15),
                             CollectorRegistry())
-    frame = memoryview(kp_request(9, [("topic-0", [(p % 10, make_batch(5)) for p in
+    frame = memoryview(kp_request(9, [("topic-0", [(p, make_batch(5)) for p in
                                                    range(partitions)])], correlation_id=1))
     response = memoryview(kp_response(9, [("topic-0", [
-        {"index": p % 10, "error_code": 0, "base_offset": 1000} for p in range(partitions)])],
+        {"index": p, "error_code": 0, "base_offset": 1000} for p in range(partitions)])],
         correlation_id=1))
     header = parse_request_header(frame)
     request = walk_produce_request(frame, header)
@@ -105,11 +105,11 @@ def sides_alone(partitions: int, requests: int) -> tuple[float, float]:
         pending.complete(response, 9)
         entries.append(pending)
     loop_us = (time.thread_time() - start) / requests * 1e6
-    formatter, lines = RowFormatter("bench"), list[str]()
+    formatter, lines = RowFormatter("bench"), list[bytes]()
     start = time.thread_time()
     for entry in entries:
         formatter.lines(entry, lines)
-    writer_us = (time.thread_time() - start) / len(lines) * 1e6
+    writer_us = (time.thread_time() - start) / (len(entries) * len(decisions)) * 1e6
     return loop_us, writer_us
 
 
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         loop_us, writer_us = sides_alone(partitions, max(1000, args.requests // partitions))
         print(f"{partitions:>2} partition(s)/request, each side alone: event loop {loop_us:.1f} "
               f"us per request; writer {writer_us:.2f} us per row")
-    for partitions in (1, 10):
+    for partitions in (1, 10, 50):
         off_loop, off_proc, _ = run(partitions, args.requests, None)
         tmp = Path(tempfile.mkdtemp(prefix="rg-ledger-bench-"))
         try:

@@ -41,13 +41,14 @@ class RotatingJsonl:
         self._rotate_bytes = rotate_bytes
         self._rotate_seconds = rotate_seconds
         self._wall = wall_clock
-        self._file: IO[str] | None = None
+        self._file: IO[bytes] | None = None
         self._opened_at = 0.0
         self._size = 0
         self._seq = itertools.count()
         self.paths: list[Path] = []
 
-    def write(self, lines: Sequence[str]) -> None:
+    def write(self, lines: Sequence[bytes]) -> None:
+        """Append whole lines (UTF-8, each ending in a newline) and flush."""
         if not lines:
             return
         now = self._wall()
@@ -55,17 +56,17 @@ class RotatingJsonl:
                 or now - self._opened_at >= self._rotate_seconds):
             self._open(now)
         assert self._file is not None
-        text = "".join(lines)
-        self._file.write(text)
+        data = b"".join(lines)
+        self._file.write(data)
         self._file.flush()
-        self._size += len(text.encode()) if not text.isascii() else len(text)
+        self._size += len(data)
 
     def _open(self, now: float) -> None:
         self.close()
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now))
         name = f"{self._prefix}-{self._instance}-{stamp}-{os.getpid()}-{next(self._seq):06d}.jsonl"
         path = self._directory / name
-        self._file = path.open("a", encoding="utf-8")
+        self._file = path.open("ab")
         self._opened_at = now
         self._size = 0
         self.paths.append(path)

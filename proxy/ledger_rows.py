@@ -22,11 +22,11 @@ Invariants:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from protocol.primitives import Buffer, ProtocolError
-from protocol.produce import ProduceRequest, TopicKey, record_count
+from protocol.produce import ProduceRequest, Span, TopicKey, record_count
 from protocol.produce_results import produce_results
 from proxy.cluster_view import ClusterView
 from proxy.policy import NOT_ENOUGH_REPLICAS, Decision, RackRule, Verdict
@@ -41,6 +41,18 @@ _MAX_CACHED_CLIENTS = 10_000
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
 
 Results = dict[tuple[TopicKey, int], tuple[int, int]]
+Context = tuple[Verdict, int, bytes, int | None]
+"""(verdict, required racks, the row fragment from topic to reason, synthetic error code)."""
+Contexts = dict[TopicKey, dict[int, Context]]
+NativeRows = Callable[..., bytes | None]
+"""``proxy._ledger_native.rows``: see :meth:`RowFormatter.lines` for its arguments."""
+
+try:
+    from proxy._ledger_native import rows as _native_rows
+except ImportError:  # built without a C compiler: the Python encoder does every entry
+    NATIVE_ROWS: NativeRows | None = None
+else:
+    NATIVE_ROWS = _native_rows
 
 
 class ProduceEntry:
@@ -83,16 +95,43 @@ class ProduceEntry:
 
 
 class RowFormatter:
-    """Entries to JSON lines. Used by the writer thread only (its caches are unlocked)."""
+    """Entries to JSON lines (ASCII bytes). Used by the writer thread only (its caches
+    are unlocked).
 
-    def __init__(self, instance: str) -> None:
+    The usual entry is encoded by the C module ``proxy._ledger_native`` when it was
+    built; :meth:`python_lines` is the reference it must equal byte for byte, and
+    does every entry the C code declines (an answer that is malformed, reordered or
+    does not match the entry's partitions).
+    """
+
+    def __init__(self, instance: str, native: NativeRows | None = NATIVE_ROWS) -> None:
         self._head = f'{{"v":{SCHEMA_VERSION},"kind":"produce","instance":{_dumps(instance)},"ts":'
+        self._native = native
         self._clients: dict[tuple[str | None, str], str] = {}
-        self._contexts_view: ClusterView | None = None
-        self._contexts: dict[tuple[Any, ...], tuple[str, int | None]] = {}
+        self._caches_view: ClusterView | None = None
+        self._caches: dict[tuple[bool, int | None], ContextCache] = {}
 
-    def lines(self, entry: ProduceEntry, out: list[str]) -> bool:
+    def lines(self, entry: ProduceEntry, out: list[bytes]) -> bool:
         """Append the entry's rows to ``out``; False when the broker's answer was unreadable."""
+        text = self.native_lines(entry)
+        if text is not None:
+            out.append(text)
+            return True
+        return self.python_lines(entry, out)
+
+    def native_lines(self, entry: ProduceEntry) -> bytes | None:
+        """The entry's rows from the C encoder; None when it declines or was not built."""
+        if self._native is None:
+            return None
+        cache = self._contexts_for(entry.view, entry.observe, entry.dedicated_code)
+        latency = entry.latency_ms
+        return self._native(
+            self._prefix(entry), b"null" if latency is None else b"%.3f" % latency,
+            entry.decisions, self._spans(entry), entry.frame, entry.answer, entry.version,
+            cache.table, cache.make)
+
+    def python_lines(self, entry: ProduceEntry, out: list[bytes]) -> bool:
+        """:meth:`lines` in Python, for every entry."""
         readable = True
         results: Results = {}
         if entry.answer is not None:
@@ -100,39 +139,46 @@ class RowFormatter:
                 results = produce_results(entry.answer, entry.version)
             except ProtocolError:
                 readable = False
-        prefix = f'{self._head}{entry.wall!r},"req":{entry.req},{self._client(entry)}'
-        latency = "null" if entry.latency_ms is None else f"{entry.latency_ms:.3f}"
-        contexts = self._contexts_for(entry.view)
+        prefix = self._prefix(entry)
+        latency = b"null" if entry.latency_ms is None else b"%.3f" % entry.latency_ms
+        cache = self._contexts_for(entry.view, entry.observe, entry.dedicated_code)
+        contexts = cache.table
         frame = entry.frame
-        last_age, age_text = -1.0, "null"
-        for d, span in self._spans(entry):
-            key = (d.topic_key, d.partition, d.verdict, d.required_racks, entry.observe,
-                   entry.dedicated_code)
-            context = contexts.get(key)
-            if context is None:
-                context = contexts[key] = _context(d, entry.view, entry.observe,
-                                                   entry.dedicated_code)
-            text, synthetic_code = context
+        last_age, age_text = -1.0, b"null"
+        for d, span in zip(entry.decisions, self._spans(entry), strict=True):
+            partitions = contexts.get(d.topic_key)
+            if partitions is None:
+                partitions = contexts[d.topic_key] = {}
+            context = partitions.get(d.partition)
+            if (context is None or context[0] is not d.verdict
+                    or context[1] != d.required_racks):
+                context = partitions[d.partition] = cache.make(d)
+            text, synthetic_code = context[2], context[3]
             records, size = _records_and_size(frame, span)
             if d.metadata_age_s != last_age:
                 last_age = d.metadata_age_s
-                age_text = "null" if last_age == float("inf") else f"{last_age * 1000:.3f}"
+                age_text = (b"null" if last_age == float("inf")
+                            else f"{last_age * 1000:.3f}".encode())
             if synthetic_code is not None:
-                out.append(f'{prefix}{text}"wire_error":{synthetic_code},"broker_error":null,'
-                           f'"base_offset":null,"records":{records},"bytes":{size},'
-                           f'"latency_ms":null,"metadata_age_ms":{age_text}}}\n')
+                out.append(b'%s%s"wire_error":%d,"broker_error":null,"base_offset":null,'
+                           b'"records":%d,"bytes":%d,"latency_ms":null,"metadata_age_ms":%s}\n'
+                           % (prefix, text, synthetic_code, records, size, age_text))
                 continue
             result = results.get((d.topic_key, d.partition))
             if result is None:
-                out.append(f'{prefix}{text}"wire_error":null,"broker_error":null,'
-                           f'"base_offset":null,"records":{records},"bytes":{size},'
-                           f'"latency_ms":{latency},"metadata_age_ms":{age_text}}}\n')
+                out.append(b'%s%s"wire_error":null,"broker_error":null,"base_offset":null,'
+                           b'"records":%d,"bytes":%d,"latency_ms":%s,"metadata_age_ms":%s}\n'
+                           % (prefix, text, records, size, latency, age_text))
             else:
                 code, offset = result
-                out.append(f'{prefix}{text}"wire_error":{code},"broker_error":{code},'
-                           f'"base_offset":{offset},"records":{records},"bytes":{size},'
-                           f'"latency_ms":{latency},"metadata_age_ms":{age_text}}}\n')
+                out.append(b'%s%s"wire_error":%d,"broker_error":%d,"base_offset":%d,'
+                           b'"records":%d,"bytes":%d,"latency_ms":%s,"metadata_age_ms":%s}\n'
+                           % (prefix, text, code, code, offset, records, size, latency,
+                              age_text))
         return readable
+
+    def _prefix(self, entry: ProduceEntry) -> bytes:
+        return f'{self._head}{entry.wall!r},"req":{entry.req},{self._client(entry)}'.encode()
 
     def _client(self, entry: ProduceEntry) -> str:
         key = (entry.client_id, entry.peer)
@@ -144,30 +190,53 @@ class RowFormatter:
                 f'"client_id":{_dumps(entry.client_id)},"client_addr":{_dumps(entry.peer)},')
         return text
 
-    def _contexts_for(self, view: ClusterView) -> dict[tuple[Any, ...], tuple[str, int | None]]:
-        # a context is valid for one view: leader, ISR and racks come from it
-        if view is not self._contexts_view or len(self._contexts) >= _MAX_CACHED_CONTEXTS:
-            self._contexts_view = view
-            self._contexts = {}
-        return self._contexts
+    def _contexts_for(self, view: ClusterView, observe: bool, dedicated: int | None
+                      ) -> ContextCache:
+        if view is not self._caches_view:
+            self._caches_view = view
+            self._caches = {}
+        cache = self._caches.get((observe, dedicated))
+        if cache is None or cache.made >= _MAX_CACHED_CONTEXTS:
+            cache = self._caches[(observe, dedicated)] = ContextCache(view, observe, dedicated)
+        return cache
 
     @staticmethod
-    def _spans(entry: ProduceEntry) -> list[tuple[Decision, tuple[int, int] | None]]:
-        """Each decision with its partition's record-set span (decisions are in request order)."""
+    def _spans(entry: ProduceEntry) -> list[Span | None]:
+        """Each decision's record-set span (decisions are in request order)."""
         decisions = entry.decisions
         topics = entry.request.topics
         if len(decisions) == 1 and len(topics) == 1 and len(topics[0].partitions) == 1:
-            return [(decisions[0], topics[0].partitions[0].records)]  # librdkafka's shape
-        parts = [(t.key, p) for t in topics for p in t.partitions]
-        if len(parts) == len(decisions):
-            return [(d, p.records) for d, (_, p) in zip(decisions, parts, strict=True)]
-        spans = {(key, p.index): p.records for key, p in parts}
-        return [(d, spans.get((d.topic_key, d.partition))) for d in decisions]
+            return [topics[0].partitions[0].records]  # librdkafka's shape
+        spans = [p.records for t in topics for p in t.partitions]
+        if len(spans) == len(decisions):
+            return spans
+        by_partition = {(t.key, p.index): p.records for t in topics for p in t.partitions}
+        return [by_partition.get((d.topic_key, d.partition)) for d in decisions]
+
+
+class ContextCache:
+    """The row fragments (topic to reason) of one view and mode, as
+    ``table[topic key][partition]``, each valid for the verdict and required racks
+    it holds (leader, ISR and racks come from the view)."""
+
+    __slots__ = ("view", "observe", "dedicated", "table", "made")
+
+    def __init__(self, view: ClusterView, observe: bool, dedicated: int | None) -> None:
+        self.view = view
+        self.observe = observe
+        self.dedicated = dedicated
+        self.table: Contexts = {}
+        self.made = 0
+
+    def make(self, d: Decision) -> Context:
+        self.made += 1
+        text, code = _context(d, self.view, self.observe, self.dedicated)
+        return d.verdict, d.required_racks, text, code
 
 
 def _context(
     d: Decision, view: ClusterView, observe: bool, dedicated_code: int | None
-) -> tuple[str, int | None]:
+) -> tuple[bytes, int | None]:
     """The row fragment from topic to reason (with a trailing comma), and the synthetic
     error code when the proxy answered the partition itself (None when forwarded)."""
     racks = d.isr_racks if d.required_racks > 1 or not d.isr else view.isr_racks(d.isr)
@@ -185,7 +254,7 @@ def _context(
         "min_isr": d.min_insync_replicas, "decision": decision,
         "reason": "" if d.verdict is Verdict.PASS else d.verdict.value,
     }
-    return _dumps(fields)[1:-1] + ",", code
+    return (_dumps(fields)[1:-1] + ",").encode(), code
 
 
 def _records_and_size(frame: Buffer, span: tuple[int, int] | None) -> tuple[int, int]:

@@ -198,10 +198,15 @@ def test_full_queue_drops_and_counts_never_blocks(tmp_path: Path) -> None:
     assert ledger.flush() == 2
 
 
-def test_queue_is_bounded_by_the_bytes_of_the_frames_it_holds(tmp_path: Path) -> None:
-    play = Playbook()
+def test_queue_is_bounded_by_the_bytes_it_holds(tmp_path: Path) -> None:
     frame = produce(12, [("audit", [0, 1])])
-    ledger, registry = ledger_for(play, tmp_path, queue_bytes=len(frame) * 3)
+    play, probe_play = Playbook(), Playbook()
+    probe, _ = ledger_for(probe_play, tmp_path / "probe")
+    probe_play(frame, 12)
+    one = probe.queued_bytes  # one request's rows (encoded text, or the frames it holds)
+    assert one > 0
+    # a request is queued while the queue holds at most queue_bytes: 3 of 5 here
+    ledger, registry = ledger_for(play, tmp_path, queue_bytes=one * 5 // 2)
     for _ in range(5):
         play(frame, 12)
     assert registry.get_sample_value("rackguard_ledger_rows_dropped_total",
@@ -212,7 +217,7 @@ def test_queue_is_bounded_by_the_bytes_of_the_frames_it_holds(tmp_path: Path) ->
 def test_rotation_by_size_and_by_age(tmp_path: Path) -> None:
     wall = WallClock()
     writer = RotatingJsonl(tmp_path, "decisions", "proxy/a b", 100, 60.0, wall)
-    line = "x" * 59 + "\n"  # 60 bytes
+    line = b"x" * 59 + b"\n"  # 60 bytes
     writer.write([line])
     writer.write([line])  # 60 < 100: same file
     writer.write([line])  # 120 >= 100: new file

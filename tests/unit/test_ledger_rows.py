@@ -18,7 +18,15 @@ import pytest
 from protocol.headers import parse_request_header
 from protocol.produce import walk_produce_request
 from proxy.cluster_view import ClusterViewStore
-from proxy.ledger_rows import FORWARDED, OBSERVED, REJECTED, ProduceEntry, RowFormatter
+from proxy.ledger_rows import (
+    FORWARDED,
+    NATIVE_ROWS,
+    OBSERVED,
+    REJECTED,
+    NativeRows,
+    ProduceEntry,
+    RowFormatter,
+)
 from proxy.policy import RackRule, decide
 from tests.unit._produce_oracle import kp_request, kp_response, make_batch
 from tests.unit._views import Clock, broker, part, snap, tid, topic
@@ -77,15 +85,26 @@ def expected(e: ProduceEntry, records: Sequence[int], results: dict[int, tuple[i
     return rows
 
 
+@pytest.fixture(params=["native", "python"])
+def encoder(request: pytest.FixtureRequest) -> NativeRows | None:
+    """Each test runs with the C encoder (the usual entries) and with Python alone."""
+    if request.param == "python":
+        return None
+    if NATIVE_ROWS is None:
+        pytest.skip("proxy._ledger_native is not built (see test_the_c_encoder_is_built)")
+    return NATIVE_ROWS
+
+
 def lines_of(formatter: RowFormatter, e: ProduceEntry) -> tuple[list[dict[str, Any]], bool]:
-    out: list[str] = []
+    out: list[bytes] = []
     readable = formatter.lines(e, out)
-    assert all(line.endswith("\n") and line.count("\n") == 1 for line in out)
-    return [json.loads(line) for line in out], readable
+    text = b"".join(out).decode("ascii")
+    assert text == "" or text.endswith("\n")
+    return [json.loads(line) for line in text.splitlines()], readable
 
 
 @pytest.mark.parametrize("version", [3, 9, 13])
-def test_lines_equal_the_plain_json_encoding(version: int) -> None:
+def test_lines_equal_the_plain_json_encoding(version: int, encoder: NativeRows | None) -> None:
     store = store_with((1, 2))  # p0 spans two racks, p1 one
     key: Any = tid(7) if version >= 13 else "t\"ö"
     two_batches = make_batch(2) + make_batch(3)
@@ -94,7 +113,7 @@ def test_lines_equal_the_plain_json_encoding(version: int) -> None:
     answer = kp_response(version, [(key, [{"index": 0, "error_code": 0, "base_offset": 7},
                                           {"index": 1, "error_code": 6, "base_offset": -1}])])
     e.answer, e.version, e.latency_ms = memoryview(answer), version, 1.25
-    formatter = RowFormatter('i/1 "x"')
+    formatter = RowFormatter('i/1 "x"', encoder)
     rows, readable = lines_of(formatter, e)
     assert readable
     assert rows == expected(e, [5, 4], {0: (0, 7), 1: (6, -1)}, 1.25)
@@ -103,11 +122,11 @@ def test_lines_equal_the_plain_json_encoding(version: int) -> None:
     assert again == rows
 
 
-def test_rejected_rows_unknown_topic_ids_and_null_client() -> None:
+def test_rejected_rows_unknown_topic_ids_and_null_client(encoder: NativeRows | None) -> None:
     store = store_with((1, 3))  # both partitions on rack-a only
     frame = kp_request(13, [(tid(7), [(0, make_batch(1))]), (tid(99), [(3, make_batch(2))])])
     e = entry_for(store, frame, now=101.0, client_id=None)
-    rows, _ = lines_of(RowFormatter('i/1 "x"'), e)
+    rows, _ = lines_of(RowFormatter('i/1 "x"', encoder), e)
     assert rows[0]["decision"] == REJECTED and rows[0]["wire_error"] == 19
     # an id the view cannot name is written as its hex; the broker decides it
     assert rows[1]["topic"] == tid(99).hex() and rows[1]["decision"] == FORWARDED
@@ -115,7 +134,9 @@ def test_rejected_rows_unknown_topic_ids_and_null_client() -> None:
     assert rows == expected(e, [1, 2], {}, None)
 
 
-def test_unreadable_batches_and_answers_give_nulls_not_errors() -> None:
+def test_unreadable_batches_and_answers_give_nulls_not_errors(
+    encoder: NativeRows | None,
+) -> None:
     store = store_with((1, 2))
     frame = bytearray(kp_request(9, [("t\"ö", [(0, make_batch(1))])]))
     mv = memoryview(bytes(frame))
@@ -125,35 +146,37 @@ def test_unreadable_batches_and_answers_give_nulls_not_errors() -> None:
     frame[start + 8:start + 12] = b"\x7f\xff\xff\xff"  # a batch length past the record set
     e = entry_for(store, bytes(frame), now=100.0)
     e.answer, e.version, e.latency_ms = memoryview(b"\x00\x00\x00\x02\x00\x01"), 9, 3.0
-    rows, readable = lines_of(RowFormatter("x"), e)
+    rows, readable = lines_of(RowFormatter("x", encoder), e)
     assert not readable
     assert (rows[0]["records"], rows[0]["broker_error"], rows[0]["base_offset"]) == (
         -1, None, None)
     assert rows[0]["latency_ms"] == 3.0
 
 
-def test_a_batch_the_codec_refuses_counts_minus_one_even_with_a_consistent_length() -> None:
+def test_a_batch_the_codec_refuses_counts_minus_one_even_with_a_consistent_length(
+    encoder: NativeRows | None,
+) -> None:
     store = store_with((1, 2))
     frame = bytearray(kp_request(9, [("t\"ö", [(0, make_batch(3))])]))
     mv = memoryview(bytes(frame))
     span = walk_produce_request(mv, parse_request_header(mv)).topics[0].partitions[0].records
     assert span is not None
     frame[span[0] + 16] = 1  # magic 1: its length still covers the record set exactly
-    rows, _ = lines_of(RowFormatter("x"), entry_for(store, bytes(frame), now=100.0))
+    rows, _ = lines_of(RowFormatter("x", encoder), entry_for(store, bytes(frame), now=100.0))
     assert (rows[0]["records"], rows[0]["bytes"]) == (-1, span[1] - span[0])
 
 
-def test_infinite_metadata_age_is_null() -> None:
+def test_infinite_metadata_age_is_null(encoder: NativeRows | None) -> None:
     store = ClusterViewStore(Clock(100.0))  # never refreshed: age is infinite
     frame = kp_request(9, [("t", [(0, make_batch(1))])])
     e = entry_for(store, frame, now=100.0)
-    rows, _ = lines_of(RowFormatter('i/1 "x"'), e)
+    rows, _ = lines_of(RowFormatter('i/1 "x"', encoder), e)
     assert rows[0]["metadata_age_ms"] is None and rows[0]["reason"] == "unknown"
     assert rows == expected(e, [1], {}, None)
 
 
-def test_cached_context_is_dropped_when_the_view_changes() -> None:
-    formatter = RowFormatter("x")
+def test_cached_context_is_dropped_when_the_view_changes(encoder: NativeRows | None) -> None:
+    formatter = RowFormatter("x", encoder)
     frame = kp_request(9, [("t\"ö", [(0, make_batch(1))])])
     first, _ = lines_of(formatter, entry_for(store_with((1, 2)), frame, now=100.0))
     later, _ = lines_of(formatter, entry_for(store_with((1, 3)), frame, now=100.0))

@@ -1,0 +1,604 @@
+/*
+ * proxy._ledger_native: the decision ledger's row encoder for the usual case, in C.
+ *
+ * rows(prefix, latency, decisions, spans, frame, answer, version, contexts, make_context)
+ * returns the JSON lines (bytes) of one ledger entry, byte for byte what
+ * proxy.ledger_rows.RowFormatter.python_lines writes for it, or None when this
+ * entry is not the usual case; the caller then uses the Python encoder, which
+ * stays the reference and handles every case.
+ *
+ * The usual case: the broker's answer (if any) is a well-formed Produce v3-v13
+ * response whose partitions are exactly the entry's forwarded decisions, in
+ * the same order. Anything else (a malformed, truncated or reordered answer,
+ * a duplicate, a missing partition) returns None: this code never decides
+ * what a malformed frame means, it only declines.
+ *
+ * Invariants: every read of a frame is bounds-checked against its length;
+ * the GIL is held throughout (frames are immutable bytes-backed buffers);
+ * errors raised by Python callbacks propagate as exceptions.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define BATCH_HEADER_SIZE 61
+#define BATCH_LENGTH_OVERHEAD 12
+#define FIRST_LOG_START_OFFSET_VERSION 5
+#define FIRST_RECORD_ERRORS_VERSION 8
+#define FIRST_FLEXIBLE_VERSION 9
+#define FIRST_TOPIC_ID_VERSION 13
+
+typedef struct {
+    const unsigned char *key;
+    Py_ssize_t key_len;
+    int32_t index;
+    int16_t error;
+    int64_t offset;
+    Py_ssize_t topic;
+} result_t;
+
+#define MAX_CHECKED_TOPICS 32
+#define MAX_CHECKED_PARTITION 65536
+
+typedef struct {
+    const unsigned char *p;
+    Py_ssize_t pos, end;
+    int ok;
+} reader_t;
+
+static int32_t be32(const unsigned char *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) |
+                     ((uint32_t)p[2] << 8) | (uint32_t)p[3]);
+}
+
+static int16_t be16(const unsigned char *p) {
+    return (int16_t)(((uint16_t)p[0] << 8) | (uint16_t)p[1]);
+}
+
+static int64_t be64(const unsigned char *p) {
+    return (int64_t)(((uint64_t)(uint32_t)be32(p) << 32) | (uint64_t)(uint32_t)be32(p + 4));
+}
+
+static int need(reader_t *r, Py_ssize_t n) {
+    if (!r->ok || n < 0 || r->end - r->pos < n) {
+        r->ok = 0;
+        return 0;
+    }
+    return 1;
+}
+
+static void skip(reader_t *r, Py_ssize_t n) {
+    if (need(r, n))
+        r->pos += n;
+}
+
+/* At most 5 bytes, like protocol.primitives.read_uvarint (so up to 35 bits). */
+static int64_t uvarint(reader_t *r) {
+    uint64_t result = 0;
+    for (int shift = 0; shift <= 28; shift += 7) {
+        if (!need(r, 1))
+            return -1;
+        unsigned char b = r->p[r->pos++];
+        result |= (uint64_t)(b & 0x7F) << shift;
+        if (!(b & 0x80))
+            return (int64_t)result;
+    }
+    r->ok = 0;
+    return -1;
+}
+
+/* A non-null array length that cannot exceed the bytes left. */
+static Py_ssize_t array_len(reader_t *r, int flexible) {
+    int64_t n;
+    if (flexible) {
+        n = uvarint(r) - 1;
+    } else {
+        if (!need(r, 4))
+            return -1;
+        n = be32(r->p + r->pos);
+        r->pos += 4;
+    }
+    if (!r->ok || n < 0 || n > r->end - r->pos) {
+        r->ok = 0;
+        return -1;
+    }
+    return (Py_ssize_t)n;
+}
+
+/* A string's bytes (nullable or not); its length, or -1 for null. */
+static Py_ssize_t string_len(reader_t *r, int flexible) {
+    int64_t n;
+    if (flexible) {
+        n = uvarint(r) - 1;
+    } else {
+        if (!need(r, 2))
+            return -1;
+        n = be16(r->p + r->pos);
+        r->pos += 2;
+    }
+    if (!r->ok || n < -1) {
+        r->ok = 0;
+        return -1;
+    }
+    return (Py_ssize_t)n;
+}
+
+static void skip_nullable_string(reader_t *r, int flexible) {
+    Py_ssize_t n = string_len(r, flexible);
+    if (n > 0)
+        skip(r, n);
+}
+
+static void skip_tags(reader_t *r) {
+    int64_t count = uvarint(r);
+    for (int64_t i = 0; r->ok && i < count; i++) {
+        uvarint(r); /* tag */
+        int64_t size = uvarint(r);
+        if (r->ok)
+            skip(r, (Py_ssize_t)size);
+    }
+}
+
+/* No (topic, partition) answered twice: with a duplicate, the Python encoder's
+   mapping keeps the last answer, and in-order matching would not. Declines
+   (returns 0) beyond MAX_CHECKED_TOPICS topics or partition MAX_CHECKED_PARTITION. */
+static int all_distinct(const result_t *results, Py_ssize_t n, Py_ssize_t n_topics) {
+    static unsigned char seen[MAX_CHECKED_PARTITION / 8]; /* all clear between calls */
+    const result_t *firsts[MAX_CHECKED_TOPICS];
+    Py_ssize_t n_firsts = 0, group = 0, distinct = 1;
+    if (n_topics > MAX_CHECKED_TOPICS)
+        return 0;
+    for (Py_ssize_t i = 0; i < n && distinct; i++) {
+        const result_t *r = &results[i];
+        if (i == 0 || r->topic != results[i - 1].topic) {
+            for (Py_ssize_t j = 0; j < n_firsts; j++)
+                if (firsts[j]->key_len == r->key_len &&
+                    memcmp(firsts[j]->key, r->key, (size_t)r->key_len) == 0)
+                    distinct = 0;
+            firsts[n_firsts++] = r;
+            for (Py_ssize_t j = group; j < i; j++) /* clear the previous topic's bits */
+                seen[results[j].index >> 3] = 0;
+            group = i;
+        }
+        if (r->index < 0 || r->index >= MAX_CHECKED_PARTITION)
+            distinct = 0;
+        else if (seen[r->index >> 3] & (1 << (r->index & 7)))
+            distinct = 0;
+        else
+            seen[r->index >> 3] |= (unsigned char)(1 << (r->index & 7));
+    }
+    for (Py_ssize_t j = group; j < n; j++)
+        if (results[j].index >= 0 && results[j].index < MAX_CHECKED_PARTITION)
+            seen[results[j].index >> 3] = 0;
+    return (int)distinct;
+}
+
+/* The answer's partitions into *out (PyMem-allocated); their count, or -1 when the
+   answer is not a well-formed response of this version. */
+static Py_ssize_t read_results(const unsigned char *p, Py_ssize_t len, int version,
+                               result_t **out) {
+    reader_t r = {p, 0, len, 1};
+    int flexible = version >= FIRST_FLEXIBLE_VERSION;
+    Py_ssize_t cap = 0, n = 0;
+    result_t *results = NULL;
+    *out = NULL;
+    if (len < 8 || be32(p) != len - 4)
+        return -1;
+    r.pos = 8; /* size, correlation id */
+    if (flexible)
+        skip_tags(&r);
+    Py_ssize_t n_topics = array_len(&r, flexible);
+    for (Py_ssize_t t = 0; r.ok && t < n_topics; t++) {
+        const unsigned char *key;
+        Py_ssize_t key_len;
+        if (version >= FIRST_TOPIC_ID_VERSION) {
+            key_len = 16;
+        } else {
+            key_len = string_len(&r, flexible);
+            if (key_len < 0)
+                r.ok = 0; /* a null topic name */
+        }
+        if (!need(&r, key_len))
+            break;
+        key = p + r.pos;
+        r.pos += key_len;
+        Py_ssize_t n_parts = array_len(&r, flexible);
+        if (r.ok && n_parts == 0 && version < FIRST_TOPIC_ID_VERSION) {
+            /* The Python reader refuses a name that is not UTF-8. A name with partitions
+               is checked by matching it to a decision's (valid) name; one without is not. */
+            PyObject *name = PyUnicode_DecodeUTF8((const char *)key, key_len, "strict");
+            if (name == NULL) {
+                PyErr_Clear();
+                r.ok = 0;
+            }
+            Py_XDECREF(name);
+        }
+        for (Py_ssize_t i = 0; r.ok && i < n_parts; i++) {
+            if (!need(&r, 4 + 2 + 8 + 8))
+                break;
+            if (n == cap) {
+                cap = cap ? cap * 2 : 64;
+                result_t *grown = PyMem_Realloc(results, (size_t)cap * sizeof(result_t));
+                if (grown == NULL) {
+                    PyMem_Free(results);
+                    PyErr_NoMemory();
+                    return -2;
+                }
+                results = grown;
+            }
+            const unsigned char *q = p + r.pos;
+            results[n].key = key;
+            results[n].key_len = key_len;
+            results[n].index = be32(q);
+            results[n].error = be16(q + 4);
+            results[n].offset = be64(q + 6);
+            results[n].topic = t;
+            n++;
+            r.pos += 4 + 2 + 8 + 8; /* index, error, base offset, log append time */
+            if (version >= FIRST_LOG_START_OFFSET_VERSION)
+                skip(&r, 8);
+            if (version >= FIRST_RECORD_ERRORS_VERSION) {
+                Py_ssize_t n_errors = array_len(&r, flexible);
+                for (Py_ssize_t e = 0; r.ok && e < n_errors; e++) {
+                    skip(&r, 4); /* batch index */
+                    skip_nullable_string(&r, flexible);
+                    if (flexible)
+                        skip_tags(&r);
+                }
+                skip_nullable_string(&r, flexible); /* error message */
+            }
+            if (flexible)
+                skip_tags(&r);
+        }
+        if (flexible)
+            skip_tags(&r);
+    }
+    skip(&r, 4); /* throttle time */
+    if (flexible)
+        skip_tags(&r);
+    if (!r.ok || r.pos != r.end || !all_distinct(results, n, n_topics)) {
+        PyMem_Free(results);
+        return -1;
+    }
+    *out = results;
+    return n;
+}
+
+/* Records in a record set (the sum of its batches' counts), or -1 when a batch
+   header is one protocol.produce_request.record_count refuses. */
+static int64_t record_count(const unsigned char *p, Py_ssize_t len, Py_ssize_t pos,
+                            Py_ssize_t end) {
+    int64_t total = 0;
+    if (!(0 <= pos && pos <= end && end <= len))
+        return -1;
+    while (pos < end) {
+        if (end - pos < BATCH_HEADER_SIZE)
+            return -1;
+        int32_t length = be32(p + pos + 8);
+        if (length < BATCH_HEADER_SIZE - BATCH_LENGTH_OVERHEAD)
+            return -1;
+        if ((signed char)p[pos + 16] != 2)
+            return -1;
+        int32_t count = be32(p + pos + 57);
+        if (count < 0)
+            return -1;
+        if ((int64_t)length + BATCH_LENGTH_OVERHEAD > (int64_t)(end - pos))
+            return -1;
+        total += count;
+        pos += BATCH_LENGTH_OVERHEAD + length;
+    }
+    return total;
+}
+
+/* The output, written straight into a bytes object that is shrunk to fit at the end. */
+typedef struct {
+    PyObject *bytes;
+    size_t len, cap;
+} out_t;
+
+static int reserve(out_t *o, size_t extra, size_t first) {
+    if (o->len + extra <= o->cap)
+        return 0;
+    size_t cap = o->cap ? o->cap * 2 : first;
+    if (cap < o->len + extra)
+        cap = o->len + extra;
+    if (o->bytes == NULL)
+        o->bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)cap);
+    else if (_PyBytes_Resize(&o->bytes, (Py_ssize_t)cap) < 0)
+        o->bytes = NULL; /* freed by _PyBytes_Resize */
+    if (o->bytes == NULL)
+        return -1;
+    o->cap = cap;
+    return 0;
+}
+
+static void put(out_t *o, const char *s, size_t n) {
+    memcpy(PyBytes_AS_STRING(o->bytes) + o->len, s, n);
+    o->len += n;
+}
+
+#define PUT_LITERAL(o, s) put((o), (s), sizeof(s) - 1)
+
+static void put_int(out_t *o, int64_t v) {
+    char tmp[24];
+    int i = 24;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[--i] = '-';
+    put(o, tmp + i, (size_t)(24 - i));
+}
+
+/* Does a decision's topic key (str name or bytes id) equal a topic key read from the answer? */
+static int key_equals(PyObject *key, const unsigned char *bytes, Py_ssize_t len) {
+    const char *data;
+    Py_ssize_t size;
+    if (PyUnicode_Check(key)) {
+        data = PyUnicode_AsUTF8AndSize(key, &size);
+        if (data == NULL) {
+            PyErr_Clear(); /* a lone surrogate: cannot be on the wire; decline */
+            return 0;
+        }
+    } else if (PyBytes_Check(key)) {
+        data = PyBytes_AS_STRING(key);
+        size = PyBytes_GET_SIZE(key);
+    } else {
+        return 0;
+    }
+    return size == len && memcmp(data, bytes, (size_t)len) == 0;
+}
+
+/* The context (verdict, required racks, row fragment, synthetic code) of decision d,
+   borrowed from contexts[topic key][partition], made by make_context(d) when missing
+   or made for another verdict. *topic_key and *partitions (a strong reference) keep
+   the previous decision's topic, the usual next one. */
+static PyObject *lookup_context(PyObject *contexts, PyObject *make_context, PyObject *d,
+                                PyObject **topic_key, PyObject **partitions) {
+    PyObject *key = PyTuple_GET_ITEM(d, 0), *partition = PyTuple_GET_ITEM(d, 2);
+    if (key != *topic_key || *partitions == NULL) {
+        PyObject *found = PyDict_GetItemWithError(contexts, key);
+        if (found == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            found = PyDict_New();
+            if (found == NULL)
+                return NULL;
+            if (PyDict_SetItem(contexts, key, found) < 0) {
+                Py_DECREF(found);
+                return NULL;
+            }
+        } else {
+            Py_INCREF(found);
+        }
+        Py_XSETREF(*partitions, found);
+        *topic_key = key;
+    }
+    PyObject *context = PyDict_GetItemWithError(*partitions, partition);
+    if (context == NULL && PyErr_Occurred())
+        return NULL;
+    if (context != NULL && PyTuple_Check(context) && PyTuple_GET_SIZE(context) == 4 &&
+        PyTuple_GET_ITEM(context, 0) == PyTuple_GET_ITEM(d, 3)) {
+        int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(context, 1), PyTuple_GET_ITEM(d, 4),
+                                            Py_EQ);
+        if (same < 0)
+            return NULL;
+        if (same)
+            return context;
+    }
+    PyObject *made = PyObject_CallOneArg(make_context, d);
+    if (made == NULL)
+        return NULL;
+    if (!PyTuple_Check(made) || PyTuple_GET_SIZE(made) != 4 ||
+        !PyBytes_Check(PyTuple_GET_ITEM(made, 2))) {
+        Py_DECREF(made);
+        PyErr_SetString(PyExc_TypeError,
+                        "rows(): make_context must return (verdict, required, bytes, code)");
+        return NULL;
+    }
+    int failed = PyDict_SetItem(*partitions, partition, made);
+    Py_DECREF(made); /* the dict holds it */
+    return failed ? NULL : made;
+}
+
+static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "rows() takes 9 arguments");
+        return NULL;
+    }
+    PyObject *prefix = args[0], *latency = args[1], *decisions = args[2], *spans = args[3];
+    PyObject *frame_obj = args[4], *answer_obj = args[5], *contexts = args[7];
+    PyObject *make_context = args[8];
+    if (!PyBytes_Check(prefix) || !PyBytes_Check(latency) || !PyList_Check(spans) ||
+        !PyDict_Check(contexts)) {
+        PyErr_SetString(PyExc_TypeError, "rows(): bad argument types");
+        return NULL;
+    }
+    long version = PyLong_AsLong(args[6]);
+    if (version == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *seq = PySequence_Fast(decisions, "decisions must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    if (PyList_GET_SIZE(spans) != n) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "rows(): one span per decision");
+        return NULL;
+    }
+
+    Py_buffer frame = {0}, answer = {0};
+    int have_answer = answer_obj != Py_None;
+    result_t *results = NULL;
+    Py_ssize_t n_results = 0, cursor = 0;
+    PyObject *ret = NULL, *topic_key = NULL, *partitions = NULL;
+    double last_age = -1.0; /* as the Python encoder: "null" until an age differs from -1.0 */
+    char *age_text = NULL;
+    out_t out = {NULL, 0, 0};
+    const char *prefix_s = PyBytes_AS_STRING(prefix), *latency_s = PyBytes_AS_STRING(latency);
+    size_t prefix_n = (size_t)PyBytes_GET_SIZE(prefix), latency_n = (size_t)PyBytes_GET_SIZE(latency);
+
+    if (PyObject_GetBuffer(frame_obj, &frame, PyBUF_SIMPLE) < 0)
+        goto done;
+    if (have_answer) {
+        if (PyObject_GetBuffer(answer_obj, &answer, PyBUF_SIMPLE) < 0)
+            goto done;
+        if (version < 3 || version > 13)
+            goto decline;
+        n_results = read_results(answer.buf, answer.len, (int)version, &results);
+        if (n_results == -2)
+            goto done;
+        if (n_results < 0)
+            goto decline;
+    }
+    age_text = PyMem_Malloc(5);
+    if (age_text == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(age_text, "null", 5);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *d = items[i];
+        if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) < 10) {
+            PyErr_SetString(PyExc_TypeError, "rows(): a decision is not a Decision");
+            goto done;
+        }
+        PyObject *context = lookup_context(contexts, make_context, d, &topic_key, &partitions);
+        if (context == NULL)
+            goto done;
+        PyObject *text = PyTuple_GET_ITEM(context, 2), *code_obj = PyTuple_GET_ITEM(context, 3);
+
+        double age = PyFloat_AsDouble(PyTuple_GET_ITEM(d, 9));
+        if (age == -1.0 && PyErr_Occurred())
+            goto done;
+        if (age != last_age) {
+            last_age = age;
+            PyMem_Free(age_text);
+            if (age == Py_HUGE_VAL) {
+                age_text = PyMem_Malloc(5);
+                if (age_text != NULL)
+                    memcpy(age_text, "null", 5);
+            } else {
+                age_text = PyOS_double_to_string(age * 1000, 'f', 3, 0, NULL);
+            }
+            if (age_text == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+        }
+
+        int64_t records = 0, size = 0;
+        PyObject *span = PyList_GET_ITEM(spans, i);
+        if (span != Py_None) {
+            if (!PyTuple_Check(span) || PyTuple_GET_SIZE(span) != 2) {
+                PyErr_SetString(PyExc_TypeError, "rows(): a span is not (start, end)");
+                goto done;
+            }
+            Py_ssize_t start = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 0));
+            Py_ssize_t end = PyLong_AsSsize_t(PyTuple_GET_ITEM(span, 1));
+            if (PyErr_Occurred())
+                goto done;
+            size = (int64_t)end - (int64_t)start;
+            records = record_count(frame.buf, frame.len, start, end);
+        }
+
+        size_t text_n = (size_t)PyBytes_GET_SIZE(text), age_n = strlen(age_text);
+        size_t row_max = prefix_n + text_n + latency_n + age_n + 256;
+        /* rows of one entry are alike: room for all of them at the first */
+        if (reserve(&out, row_max, row_max * (size_t)n) < 0)
+            goto done;
+        put(&out, prefix_s, prefix_n);
+        put(&out, PyBytes_AS_STRING(text), text_n);
+        if (code_obj != Py_None) { /* the proxy answered this partition itself */
+            long long code = PyLong_AsLongLong(code_obj);
+            if (code == -1 && PyErr_Occurred())
+                goto done;
+            PUT_LITERAL(&out, "\"wire_error\":");
+            put_int(&out, code);
+            PUT_LITERAL(&out, ",\"broker_error\":null,\"base_offset\":null,\"records\":");
+            put_int(&out, records);
+            PUT_LITERAL(&out, ",\"bytes\":");
+            put_int(&out, size);
+            PUT_LITERAL(&out, ",\"latency_ms\":null,\"metadata_age_ms\":");
+        } else if (!have_answer) {
+            PUT_LITERAL(&out, "\"wire_error\":null,\"broker_error\":null,\"base_offset\":null,"
+                              "\"records\":");
+            put_int(&out, records);
+            PUT_LITERAL(&out, ",\"bytes\":");
+            put_int(&out, size);
+            PUT_LITERAL(&out, ",\"latency_ms\":");
+            put(&out, latency_s, latency_n);
+            PUT_LITERAL(&out, ",\"metadata_age_ms\":");
+        } else {
+            if (cursor >= n_results)
+                goto decline;
+            result_t *res = &results[cursor];
+            long partition = PyLong_AsLong(PyTuple_GET_ITEM(d, 2));
+            if (partition == -1 && PyErr_Occurred())
+                goto done;
+            if (partition != res->index ||
+                !key_equals(PyTuple_GET_ITEM(d, 0), res->key, res->key_len))
+                goto decline;
+            cursor++;
+            PUT_LITERAL(&out, "\"wire_error\":");
+            put_int(&out, res->error);
+            PUT_LITERAL(&out, ",\"broker_error\":");
+            put_int(&out, res->error);
+            PUT_LITERAL(&out, ",\"base_offset\":");
+            put_int(&out, res->offset);
+            PUT_LITERAL(&out, ",\"records\":");
+            put_int(&out, records);
+            PUT_LITERAL(&out, ",\"bytes\":");
+            put_int(&out, size);
+            PUT_LITERAL(&out, ",\"latency_ms\":");
+            put(&out, latency_s, latency_n);
+            PUT_LITERAL(&out, ",\"metadata_age_ms\":");
+        }
+        put(&out, age_text, age_n);
+        PUT_LITERAL(&out, "}\n");
+    }
+    if (cursor != n_results)
+        goto decline; /* answers for partitions the entry does not record */
+    if (out.bytes == NULL) {
+        ret = PyBytes_FromStringAndSize("", 0);
+    } else if (_PyBytes_Resize(&out.bytes, (Py_ssize_t)out.len) == 0) {
+        ret = out.bytes;
+        out.bytes = NULL;
+    }
+    goto done;
+decline:
+    ret = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(out.bytes);
+    Py_XDECREF(partitions);
+    PyMem_Free(age_text);
+    PyMem_Free(results);
+    if (frame.obj != NULL)
+        PyBuffer_Release(&frame);
+    if (answer.obj != NULL)
+        PyBuffer_Release(&answer);
+    Py_DECREF(seq);
+    return ret;
+}
+
+static PyMethodDef methods[] = {
+    {"rows", (PyCFunction)(void (*)(void))rows, METH_FASTCALL,
+     "rows(prefix, latency, decisions, spans, frame, answer, version, contexts, make_context)"
+     " -> bytes | None: one ledger entry's JSON lines, or None to use the Python encoder."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_ledger_native",
+    "The decision ledger's row encoder for the usual case (see proxy.ledger_rows).", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__ledger_native(void) {
+    return PyModule_Create(&module);
+}
