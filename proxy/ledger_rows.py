@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 
 from protocol.primitives import Buffer, ProtocolError
 from protocol.produce import ProduceRequest, Span, TopicKey, record_count
