@@ -1,11 +1,14 @@
 /*
  * proxy._ledger_native: the decision ledger's row encoder for the usual case, in C.
  *
- * rows(prefix, latency, decisions, spans, frame, answer, version, contexts, make_context)
- * returns the JSON lines (bytes) of one ledger entry, byte for byte what
- * proxy.ledger_rows.RowFormatter.python_lines writes for it, or None when this
- * entry is not the usual case; the caller then uses the Python encoder, which
- * stays the reference and handles every case.
+ * rows(out, pos, head, wall, req, client, latency_ms, decisions, spans, frame, answer,
+ *      version, contexts, make_context)
+ * writes the JSON lines of one ledger entry into the bytearray ``out`` from
+ * ``pos``, byte for byte what proxy.ledger_rows.RowFormatter.python_lines
+ * writes for it, and returns the new end; -1 when ``out`` has no room for them
+ * (nothing meaningful was written); None when this entry is not the usual case:
+ * the caller then uses the Python encoder, which stays the reference and
+ * handles every case.
  *
  * The usual case: the broker's answer (if any) is a well-formed Produce v3-v13
  * response whose partitions are exactly the entry's forwarded decisions, in
@@ -19,6 +22,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -291,36 +295,24 @@ static int64_t record_count(const unsigned char *p, Py_ssize_t len, Py_ssize_t p
     return total;
 }
 
-/* The output, written straight into a bytes object that is shrunk to fit at the end. */
+/* The output: the caller's bytearray from ``len`` on, never past ``cap``. */
 typedef struct {
-    PyObject *bytes;
+    char *buf;
     size_t len, cap;
 } out_t;
 
-static int reserve(out_t *o, size_t extra, size_t first) {
-    if (o->len + extra <= o->cap)
-        return 0;
-    size_t cap = o->cap ? o->cap * 2 : first;
-    if (cap < o->len + extra)
-        cap = o->len + extra;
-    if (o->bytes == NULL)
-        o->bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)cap);
-    else if (_PyBytes_Resize(&o->bytes, (Py_ssize_t)cap) < 0)
-        o->bytes = NULL; /* freed by _PyBytes_Resize */
-    if (o->bytes == NULL)
-        return -1;
-    o->cap = cap;
-    return 0;
+static int room(const out_t *o, size_t n) {
+    return o->cap - o->len >= n;
 }
 
 static void put(out_t *o, const char *s, size_t n) {
-    memcpy(PyBytes_AS_STRING(o->bytes) + o->len, s, n);
+    memcpy(o->buf + o->len, s, n);
     o->len += n;
 }
 
 #define PUT_LITERAL(o, s) put((o), (s), sizeof(s) - 1)
 
-static void put_int(out_t *o, int64_t v) {
+static size_t format_int(char *dst, int64_t v) {
     char tmp[24];
     int i = 24;
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
@@ -330,7 +322,39 @@ static void put_int(out_t *o, int64_t v) {
     } while (u);
     if (v < 0)
         tmp[--i] = '-';
-    put(o, tmp + i, (size_t)(24 - i));
+    memcpy(dst, tmp + i, (size_t)(24 - i));
+    return (size_t)(24 - i);
+}
+
+static void put_int(out_t *o, int64_t v) {
+    o->len += format_int(o->buf + o->len, v);
+}
+
+/* x * scale rounded half up, written with ``digits`` decimals after dividing by
+   10**digits (proxy.ledger_rows.fixed); "null" when not finite. Returns the length
+   (at most 40), or 0 when x * scale is beyond the integers a double holds exactly. */
+static size_t format_fixed(char *dst, double x, double scale, int digits) {
+    if (!isfinite(x)) {
+        memcpy(dst, "null", 4);
+        return 4;
+    }
+    double scaled = fabs(x) * scale + 0.5;
+    if (scaled >= 9007199254740992.0)
+        return 0;
+    int64_t n = (int64_t)floor(scaled), unit = 1;
+    for (int i = 0; i < digits; i++)
+        unit *= 10;
+    char *p = dst;
+    if (x < 0 && n != 0)
+        *p++ = '-';
+    p += format_int(p, n / unit);
+    *p++ = '.';
+    int64_t frac = n % unit;
+    for (int i = digits - 1; i >= 0; i--) {
+        p[i] = (char)('0' + frac % 10);
+        frac /= 10;
+    }
+    return (size_t)(p + digits - dst);
 }
 
 /* Does a decision's topic key (str name or bytes id) equal a topic key read from the answer? */
@@ -404,24 +428,36 @@ static PyObject *lookup_context(PyObject *contexts, PyObject *make_context, PyOb
     return failed ? NULL : made;
 }
 
+#define N_ARGS 14
+
+/* rows(out, pos, head, wall, req, client, latency_ms, decisions, spans, frame, answer,
+        version, contexts, make_context) -> int | None: see the module docstring. */
 static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 9) {
-        PyErr_SetString(PyExc_TypeError, "rows() takes 9 arguments");
+    if (nargs != N_ARGS) {
+        PyErr_SetString(PyExc_TypeError, "rows() takes 14 arguments");
         return NULL;
     }
-    PyObject *prefix = args[0], *latency = args[1], *decisions = args[2], *spans = args[3];
-    PyObject *frame_obj = args[4], *answer_obj = args[5], *contexts = args[7];
-    PyObject *make_context = args[8];
-    if (!PyBytes_Check(prefix) || !PyBytes_Check(latency) || !PyList_Check(spans) ||
-        !PyDict_Check(contexts)) {
+    PyObject *out_obj = args[0], *head = args[2], *client = args[5], *latency_obj = args[6];
+    PyObject *spans = args[8], *frame_obj = args[9], *answer_obj = args[10];
+    PyObject *contexts = args[12], *make_context = args[13];
+    if (!PyByteArray_Check(out_obj) || !PyBytes_Check(head) || !PyBytes_Check(client) ||
+        !PyList_Check(spans) || !PyDict_Check(contexts)) {
         PyErr_SetString(PyExc_TypeError, "rows(): bad argument types");
         return NULL;
     }
-    long version = PyLong_AsLong(args[6]);
-    if (version == -1 && PyErr_Occurred())
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    double wall = PyFloat_AsDouble(args[3]);
+    long long req = PyLong_AsLongLong(args[4]);
+    double latency = latency_obj == Py_None ? NAN : PyFloat_AsDouble(latency_obj);
+    long version = PyLong_AsLong(args[11]);
+    if (PyErr_Occurred())
         return NULL;
-    PyObject *seq = PySequence_Fast(decisions, "decisions must be a sequence");
+    if (pos < 0 || pos > PyByteArray_GET_SIZE(out_obj)) {
+        PyErr_SetString(PyExc_ValueError, "rows(): pos outside the buffer");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(args[7], "decisions must be a sequence");
     if (seq == NULL)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
@@ -432,17 +468,26 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
 
-    Py_buffer frame = {0}, answer = {0};
+    Py_buffer frame = {0}, answer = {0}, target = {0};
     int have_answer = answer_obj != Py_None;
     result_t *results = NULL;
     Py_ssize_t n_results = 0, cursor = 0;
     PyObject *ret = NULL, *topic_key = NULL, *partitions = NULL;
-    double last_age = -1.0; /* as the Python encoder: "null" until an age differs from -1.0 */
-    char *age_text = NULL;
-    out_t out = {NULL, 0, 0};
-    const char *prefix_s = PyBytes_AS_STRING(prefix), *latency_s = PyBytes_AS_STRING(latency);
-    size_t prefix_n = (size_t)PyBytes_GET_SIZE(prefix), latency_n = (size_t)PyBytes_GET_SIZE(latency);
+    double last_age = NAN; /* differs from every age: the first row formats its own */
+    char age_text[48], latency_text[48];
+    size_t age_n = 0, latency_n = 4, prefix_at = 0, prefix_n = 0;
+    out_t out = {NULL, (size_t)pos, 0};
 
+    /* an export: the bytearray cannot be resized under us while a callback runs */
+    if (PyObject_GetBuffer(out_obj, &target, PyBUF_WRITABLE) < 0)
+        goto done;
+    out.buf = target.buf;
+    out.cap = (size_t)target.len;
+
+    if (latency_obj == Py_None)
+        memcpy(latency_text, "null", 4);
+    else if ((latency_n = format_fixed(latency_text, latency, 1000.0, 3)) == 0)
+        goto decline;
     if (PyObject_GetBuffer(frame_obj, &frame, PyBUF_SIMPLE) < 0)
         goto done;
     if (have_answer) {
@@ -456,12 +501,6 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (n_results < 0)
             goto decline;
     }
-    age_text = PyMem_Malloc(5);
-    if (age_text == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    memcpy(age_text, "null", 5);
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *d = items[i];
         if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) < 10) {
@@ -476,20 +515,10 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         double age = PyFloat_AsDouble(PyTuple_GET_ITEM(d, 9));
         if (age == -1.0 && PyErr_Occurred())
             goto done;
-        if (age != last_age) {
+        if (!(age == last_age)) { /* NaN compares unequal: formatted each time, as in Python */
             last_age = age;
-            PyMem_Free(age_text);
-            if (age == Py_HUGE_VAL) {
-                age_text = PyMem_Malloc(5);
-                if (age_text != NULL)
-                    memcpy(age_text, "null", 5);
-            } else {
-                age_text = PyOS_double_to_string(age * 1000, 'f', 3, 0, NULL);
-            }
-            if (age_text == NULL) {
-                PyErr_NoMemory();
-                goto done;
-            }
+            if ((age_n = format_fixed(age_text, age, 1e6, 3)) == 0)
+                goto decline;
         }
 
         int64_t records = 0, size = 0;
@@ -507,12 +536,32 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             records = record_count(frame.buf, frame.len, start, end);
         }
 
-        size_t text_n = (size_t)PyBytes_GET_SIZE(text), age_n = strlen(age_text);
-        size_t row_max = prefix_n + text_n + latency_n + age_n + 256;
-        /* rows of one entry are alike: room for all of them at the first */
-        if (reserve(&out, row_max, row_max * (size_t)n) < 0)
-            goto done;
-        put(&out, prefix_s, prefix_n);
+        size_t text_n = (size_t)PyBytes_GET_SIZE(text);
+        if (i == 0) { /* the prefix, written once and copied for the other rows */
+            size_t head_n = (size_t)PyBytes_GET_SIZE(head);
+            size_t client_n = (size_t)PyBytes_GET_SIZE(client);
+            if (!room(&out, head_n + client_n + 80))
+                goto full;
+            prefix_at = out.len;
+            put(&out, PyBytes_AS_STRING(head), head_n);
+            size_t ts_n = format_fixed(out.buf + out.len, wall, 1e6, 6);
+            if (ts_n == 0 || ts_n == 4) /* beyond exact integers, or not finite */
+                goto decline;
+            out.len += ts_n;
+            PUT_LITERAL(&out, ",\"req\":");
+            put_int(&out, req);
+            PUT_LITERAL(&out, ",");
+            put(&out, PyBytes_AS_STRING(client), client_n);
+            prefix_n = out.len - prefix_at;
+        } else {
+            if (!room(&out, prefix_n))
+                goto full;
+            memcpy(out.buf + out.len, out.buf + prefix_at, prefix_n);
+            out.len += prefix_n;
+        }
+        /* the rest of the row: the context, 5 fields of at most 140 bytes, latency, age */
+        if (!room(&out, text_n + 240 + latency_n + age_n))
+            goto full;
         put(&out, PyBytes_AS_STRING(text), text_n);
         if (code_obj != Py_None) { /* the proxy answered this partition itself */
             long long code = PyLong_AsLongLong(code_obj);
@@ -532,7 +581,7 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PUT_LITERAL(&out, ",\"bytes\":");
             put_int(&out, size);
             PUT_LITERAL(&out, ",\"latency_ms\":");
-            put(&out, latency_s, latency_n);
+            put(&out, latency_text, latency_n);
             PUT_LITERAL(&out, ",\"metadata_age_ms\":");
         } else {
             if (cursor >= n_results)
@@ -556,7 +605,7 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PUT_LITERAL(&out, ",\"bytes\":");
             put_int(&out, size);
             PUT_LITERAL(&out, ",\"latency_ms\":");
-            put(&out, latency_s, latency_n);
+            put(&out, latency_text, latency_n);
             PUT_LITERAL(&out, ",\"metadata_age_ms\":");
         }
         put(&out, age_text, age_n);
@@ -564,32 +613,32 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     if (cursor != n_results)
         goto decline; /* answers for partitions the entry does not record */
-    if (out.bytes == NULL) {
-        ret = PyBytes_FromStringAndSize("", 0);
-    } else if (_PyBytes_Resize(&out.bytes, (Py_ssize_t)out.len) == 0) {
-        ret = out.bytes;
-        out.bytes = NULL;
-    }
+    ret = PyLong_FromSsize_t((Py_ssize_t)out.len);
+    goto done;
+full:
+    ret = PyLong_FromLong(-1);
     goto done;
 decline:
     ret = Py_NewRef(Py_None);
 done:
-    Py_XDECREF(out.bytes);
     Py_XDECREF(partitions);
-    PyMem_Free(age_text);
     PyMem_Free(results);
     if (frame.obj != NULL)
         PyBuffer_Release(&frame);
     if (answer.obj != NULL)
         PyBuffer_Release(&answer);
+    if (target.obj != NULL)
+        PyBuffer_Release(&target);
     Py_DECREF(seq);
     return ret;
 }
 
 static PyMethodDef methods[] = {
     {"rows", (PyCFunction)(void (*)(void))rows, METH_FASTCALL,
-     "rows(prefix, latency, decisions, spans, frame, answer, version, contexts, make_context)"
-     " -> bytes | None: one ledger entry's JSON lines, or None to use the Python encoder."},
+     "rows(out, pos, head, wall, req, client, latency_ms, decisions, spans, frame, answer, "
+     "version, contexts, make_context) -> int | None: one ledger entry's JSON lines written "
+     "into the bytearray out from pos; the new end, -1 when out has no room for them, or "
+     "None to use the Python encoder."},
     {NULL, NULL, 0, NULL},
 };
 

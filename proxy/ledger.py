@@ -142,6 +142,7 @@ class DecisionLedger:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._encoder = RowFormatter(config.instance_id)  # the event loop's (C only)
+        self._scratch = bytearray(1 << 16)
         self._formatter = RowFormatter(config.instance_id)  # the writer thread's
         self._decisions = RotatingJsonl(config.directory, DECISION_FILE_PREFIX,
                                         config.instance_id, config.rotate_bytes,
@@ -169,7 +170,7 @@ class DecisionLedger:
                 or self._bytes_in - self._bytes_out > self.config.queue_bytes):
             self.metrics.dropped_queue_full.inc(rows)
             return
-        text = self._encoder.native_lines(entry)
+        text = self._encode(entry)
         if text is None:
             answer = entry.answer
             if isinstance(answer, memoryview) and not answer.readonly:
@@ -181,6 +182,14 @@ class DecisionLedger:
             self._rows_in += rows
             self._bytes_in += len(text)
             self._queue.append((rows, text))
+
+    def _encode(self, entry: ProduceEntry) -> bytes | None:
+        scratch = self._scratch
+        end = self._encoder.native_into(entry, scratch, 0)
+        while end == -1:
+            scratch = self._scratch = bytearray(len(scratch) * 4)
+            end = self._encoder.native_into(entry, scratch, 0)
+        return None if end is None else bytes(memoryview(scratch)[:end])
 
     def record(
         self,

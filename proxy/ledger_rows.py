@@ -22,6 +22,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator, Sequence
 
 from protocol.primitives import Buffer, ProtocolError
@@ -43,8 +44,8 @@ Results = dict[tuple[TopicKey, int], tuple[int, int]]
 Context = tuple[Verdict, int, bytes, int | None]
 """(verdict, required racks, the row fragment from topic to reason, synthetic error code)."""
 Contexts = dict[TopicKey, dict[int, Context]]
-NativeRows = Callable[..., bytes | None]
-"""``proxy._ledger_native.rows``: see :meth:`RowFormatter.lines` for its arguments."""
+NativeRows = Callable[..., int | None]
+"""``proxy._ledger_native.rows``: see :meth:`RowFormatter.native_into` for its arguments."""
 
 try:
     from proxy._ledger_native import rows as _native_rows
@@ -104,30 +105,35 @@ class RowFormatter:
     """
 
     def __init__(self, instance: str, native: NativeRows | None = NATIVE_ROWS) -> None:
-        self._head = f'{{"v":{SCHEMA_VERSION},"kind":"produce","instance":{_dumps(instance)},"ts":'
+        self._head = (f'{{"v":{SCHEMA_VERSION},"kind":"produce","instance":{_dumps(instance)},'
+                      f'"ts":').encode()
         self._native = native
-        self._clients: dict[tuple[str | None, str], str] = {}
+        self._clients: dict[tuple[str | None, str], bytes] = {}
         self._caches_view: ClusterView | None = None
         self._caches: dict[tuple[bool, int | None], ContextCache] = {}
 
     def lines(self, entry: ProduceEntry, out: list[bytes]) -> bool:
         """Append the entry's rows to ``out``; False when the broker's answer was unreadable."""
-        text = self.native_lines(entry)
-        if text is not None:
-            out.append(text)
+        buf = bytearray(1 << 16)
+        end = self.native_into(entry, buf, 0)
+        while end == -1:
+            buf = bytearray(len(buf) * 4)
+            end = self.native_into(entry, buf, 0)
+        if end is not None:
+            out.append(bytes(buf[:end]))
             return True
         return self.python_lines(entry, out)
 
-    def native_lines(self, entry: ProduceEntry) -> bytes | None:
-        """The entry's rows from the C encoder; None when it declines or was not built."""
-        if self._native is None:
+    def native_into(self, entry: ProduceEntry, out: bytearray, pos: int) -> int | None:
+        """Write the entry's rows into ``out`` from ``pos`` with the C encoder: the new end,
+        -1 when they do not fit, None when it declines or was not built."""
+        native = self._native
+        if native is None:
             return None
         cache = self._contexts_for(entry.view, entry.observe, entry.dedicated_code)
-        latency = entry.latency_ms
-        return self._native(
-            self._prefix(entry), b"null" if latency is None else b"%.3f" % latency,
-            entry.decisions, self._spans(entry), entry.frame, entry.answer, entry.version,
-            cache.table, cache.make)
+        return native(out, pos, self._head, entry.wall, entry.req, self._client(entry),
+                      entry.latency_ms, entry.decisions, self._spans(entry), entry.frame,
+                      entry.answer, entry.version, cache.table, cache.make)
 
     def python_lines(self, entry: ProduceEntry, out: list[bytes]) -> bool:
         """:meth:`lines` in Python, for every entry."""
@@ -138,12 +144,13 @@ class RowFormatter:
                 results = produce_results(entry.answer, entry.version)
             except ProtocolError:
                 readable = False
-        prefix = self._prefix(entry)
-        latency = b"null" if entry.latency_ms is None else b"%.3f" % entry.latency_ms
+        prefix = b'%s%s,"req":%d,%s' % (self._head, fixed(entry.wall, 1_000_000, 6), entry.req,
+                                         self._client(entry))
+        latency = b"null" if entry.latency_ms is None else fixed(entry.latency_ms, 1000, 3)
         cache = self._contexts_for(entry.view, entry.observe, entry.dedicated_code)
         contexts = cache.table
         frame = entry.frame
-        last_age, age_text = -1.0, b"null"
+        last_age, age_text = math.nan, b"null"  # NaN: the first row formats its age
         for d, span in zip(entry.decisions, self._spans(entry), strict=True):
             partitions = contexts.get(d.topic_key)
             if partitions is None:
@@ -156,8 +163,7 @@ class RowFormatter:
             records, size = _records_and_size(frame, span)
             if d.metadata_age_s != last_age:
                 last_age = d.metadata_age_s
-                age_text = (b"null" if last_age == float("inf")
-                            else f"{last_age * 1000:.3f}".encode())
+                age_text = fixed(last_age, 1_000_000, 3)  # milliseconds
             if synthetic_code is not None:
                 out.append(b'%s%s"wire_error":%d,"broker_error":null,"base_offset":null,'
                            b'"records":%d,"bytes":%d,"latency_ms":null,"metadata_age_ms":%s}\n'
@@ -176,17 +182,15 @@ class RowFormatter:
                               age_text))
         return readable
 
-    def _prefix(self, entry: ProduceEntry) -> bytes:
-        return f'{self._head}{entry.wall!r},"req":{entry.req},{self._client(entry)}'.encode()
-
-    def _client(self, entry: ProduceEntry) -> str:
+    def _client(self, entry: ProduceEntry) -> bytes:
         key = (entry.client_id, entry.peer)
         text = self._clients.get(key)
         if text is None:
             if len(self._clients) >= _MAX_CACHED_CLIENTS:
                 self._clients.clear()
             text = self._clients[key] = (
-                f'"client_id":{_dumps(entry.client_id)},"client_addr":{_dumps(entry.peer)},')
+                f'"client_id":{_dumps(entry.client_id)},"client_addr":{_dumps(entry.peer)},'
+            ).encode()
         return text
 
     def _contexts_for(self, view: ClusterView, observe: bool, dedicated: int | None
@@ -254,6 +258,19 @@ def _context(
         "reason": "" if d.verdict is Verdict.PASS else d.verdict.value,
     }
     return (_dumps(fields)[1:-1] + ",").encode(), code
+
+
+def fixed(x: float, scale: int, digits: int) -> bytes:
+    """``x * scale`` rounded half up, written with ``digits`` decimals after dividing by
+    ``10**digits`` (seconds with ``1_000_000, 6`` for microseconds; milliseconds from
+    seconds with ``1_000_000, 3``); ``null`` when not finite. Integer arithmetic, so
+    the C encoder writes the same digits (``repr`` of a float is slow, and C's
+    ``printf`` and Python's formatting need not round alike)."""
+    if not math.isfinite(x):
+        return b"null"
+    n = math.floor(abs(x) * scale + 0.5)
+    whole, frac = divmod(n, 10**digits)
+    return b"%s%d.%0*d" % (b"-" if x < 0 and n else b"", whole, digits, frac)
 
 
 def _records_and_size(frame: Buffer, span: tuple[int, int] | None) -> tuple[int, int]:
