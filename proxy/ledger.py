@@ -49,6 +49,7 @@ from protocol.headers import RequestHeader
 from protocol.produce import ProduceRequest
 from proxy.cluster_view import ClusterView
 from proxy.connection import ClientInfo
+from proxy.ledger_chunks import Chunk, RowChunks
 from proxy.ledger_files import RotatingJsonl
 from proxy.ledger_rows import (
     FORWARDED,
@@ -133,8 +134,8 @@ class DecisionLedger:
         self.wall_clock = wall_clock
         self._view_source = view_source
         self._rule_source = rule_source
-        # encoded rows (row count, text), or an entry the writer encodes in Python
-        self._queue: collections.deque[tuple[int, bytes] | ProduceEntry] = collections.deque()
+        # sealed chunks of encoded rows, or entries the writer encodes in Python
+        self._queue: collections.deque[Chunk | ProduceEntry] = collections.deque()
         # each counter is written by one thread only: *_in by the loop, *_out by the writer
         self._rows_in = self._rows_out = 0
         self._bytes_in = self._bytes_out = 0
@@ -142,7 +143,9 @@ class DecisionLedger:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._encoder = RowFormatter(config.instance_id)  # the event loop's (C only)
-        self._scratch = bytearray(1 << 16)
+        self._chunks = (RowChunks(self._encoder.native_into, self._queue.append,
+                                  config.flush_interval_s, clock)
+                        if NATIVE_ROWS is not None else None)
         self._formatter = RowFormatter(config.instance_id)  # the writer thread's
         self._decisions = RotatingJsonl(config.directory, DECISION_FILE_PREFIX,
                                         config.instance_id, config.rotate_bytes,
@@ -160,7 +163,7 @@ class DecisionLedger:
         """Queue an entry's rows; drop and count them when the queue is full.
 
         The usual entry is encoded here, on the event loop, by the C encoder (about
-        0.2 us a row), and only its text is queued: an entry held until the writer
+        0.1 us a row), into a reusable chunk (proxy.ledger_chunks): an entry held until the writer
         thread runs would keep its frames and a few hundred small objects alive, and
         the garbage collector, seeing them pile up, would run far more often on the
         loop than encoding costs. Entries the C encoder declines go to the writer.
@@ -170,8 +173,8 @@ class DecisionLedger:
                 or self._bytes_in - self._bytes_out > self.config.queue_bytes):
             self.metrics.dropped_queue_full.inc(rows)
             return
-        text = self._encode(entry)
-        if text is None:
+        added = self._chunks.add(entry, rows) if self._chunks is not None else None
+        if added is None:
             answer = entry.answer
             if isinstance(answer, memoryview) and not answer.readonly:
                 entry.answer = memoryview(bytes(answer))  # the writer reads it later
@@ -180,16 +183,12 @@ class DecisionLedger:
             self._queue.append(entry)
         else:
             self._rows_in += rows
-            self._bytes_in += len(text)
-            self._queue.append((rows, text))
+            self._bytes_in += added
 
-    def _encode(self, entry: ProduceEntry) -> bytes | None:
-        scratch = self._scratch
-        end = self._encoder.native_into(entry, scratch, 0)
-        while end == -1:
-            scratch = self._scratch = bytearray(len(scratch) * 4)
-            end = self._encoder.native_into(entry, scratch, 0)
-        return None if end is None else bytes(memoryview(scratch)[:end])
+    def seal(self) -> None:
+        """Hand the rows encoded so far to the writer (from the event loop's thread)."""
+        if self._chunks is not None:
+            self._chunks.seal()
 
     def record(
         self,
@@ -236,7 +235,8 @@ class DecisionLedger:
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the writer after it has written what is queued (bounded by ``timeout``)."""
+        """Stop the writer after it has written what is queued (bounded by ``timeout``).
+        Rows encoded since the last seal are written only if :meth:`seal` ran first."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -260,7 +260,7 @@ class DecisionLedger:
         try:
             while True:
                 stopping = self._stop.is_set()
-                self.flush()
+                self._write_queued()
                 # a snapshot at start, every interval, and at stop (closing the last interval)
                 if self._view_source is not None and (
                         stopping or self.clock() >= self._next_snapshot):
@@ -278,21 +278,28 @@ class DecisionLedger:
             self._decisions.close()
             self._snapshots.close()
 
-    def flush(self, batch_rows: int = _CHUNK_ROWS) -> int:
-        """Write what is queued (called by the writer thread, or by tests directly)."""
+    def flush(self) -> int:
+        """Seal and write everything, in the calling thread (tests; no writer running)."""
+        self.seal()
+        return self._write_queued()
+
+    def _write_queued(self, batch_rows: int = _CHUNK_ROWS) -> int:
+        """Write what is queued (the writer thread); returns the rows written."""
         written = 0
         queue = self._queue
         lines_of = self._formatter.python_lines
         pause = Pacer()  # the event loop gets the GIL (and the CPU) every millisecond
         while queue:
-            lines: list[bytes] = []  # whole lines; one item may hold several
+            lines: list[bytes | memoryview] = []  # whole lines; an item may hold several
+            chunks: list[Chunk] = []
             rows = unreadable = 0
             while queue and rows < batch_rows:
                 item = queue.popleft()
-                if type(item) is tuple:
-                    n, text = item
-                    lines.append(text)
-                    self._bytes_out += len(text)
+                if type(item) is Chunk:
+                    lines.append(memoryview(item.buf)[:item.end])
+                    chunks.append(item)
+                    n = item.rows
+                    self._bytes_out += item.end
                 else:
                     assert isinstance(item, ProduceEntry)
                     if not lines_of(item, lines):
@@ -310,6 +317,11 @@ class DecisionLedger:
                 self.metrics.dropped_write_error.inc(rows)
                 self._log_error("ledger write failed, %d row(s) dropped: %s", rows, exc)
                 continue
+            finally:
+                del lines
+                if self._chunks is not None:
+                    for chunk in chunks:
+                        self._chunks.release(chunk)
             self.metrics.rows_written.inc(rows)
             written += rows
         return written

@@ -135,7 +135,8 @@ class RowFormatter:
                       entry.latency_ms, entry.decisions, self._spans(entry), entry.frame,
                       entry.answer, entry.version, cache.table, cache.make)
 
-    def python_lines(self, entry: ProduceEntry, out: list[bytes]) -> bool:
+    def python_lines(self, entry: ProduceEntry, out: list[bytes] | list[bytes | memoryview]
+                     ) -> bool:
         """:meth:`lines` in Python, for every entry."""
         readable = True
         results: Results = {}

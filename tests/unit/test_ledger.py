@@ -241,6 +241,7 @@ def test_writer_thread_writes_rows_and_snapshots(tmp_path: Path) -> None:
     while not registry.get_sample_value("rackguard_ledger_snapshots_total"):
         assert time.monotonic() < deadline, "no snapshot at start"
         time.sleep(0.01)
+    ledger.seal()  # as the app does before stop: no event loop here to seal by timer
     ledger.stop()
     assert [r["decision"] for r in rows_in(ledger.decision_files)] == [REJECTED]
     snaps = rows_in(ledger.snapshot_files)

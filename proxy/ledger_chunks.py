@@ -1,0 +1,108 @@
+"""Encoded ledger rows in reusable buffers: filled on the event loop, written by the writer.
+
+The C encoder writes each request's rows straight into the open chunk (a
+bytearray of ``CHUNK_BYTES``); a chunk is sealed, handed to the writer thread,
+when it is full, when its first row is ``seal_after`` seconds old (checked as
+rows arrive, and by a timer on the running event loop so an idle proxy's last
+rows are not held), or when the owner asks (:meth:`RowChunks.seal`). Written
+chunks come back to a small pool. A fresh bytes object per request instead,
+freed on the other thread in batches, made the allocator return memory to the
+system and fault it back in: a measurable share of the ledger's cost.
+
+Invariants: the open chunk is touched by the thread that adds rows only (the
+event loop); a sealed chunk belongs to the writer until it calls
+:meth:`RowChunks.release`; the bytes of a chunk past ``end`` mean nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+CHUNK_BYTES = 1 << 20
+_POOLED_CHUNKS = 8
+
+Encode = Callable[[Any, bytearray, int], "int | None"]
+"""Write an entry's rows into the buffer from the offset: the new end, -1 when they do not
+fit, or None when the encoder declines (nothing is added)."""
+
+
+class Chunk:
+    __slots__ = ("buf", "end", "rows", "opened")
+
+    def __init__(self, buf: bytearray, opened: float) -> None:
+        self.buf = buf
+        self.end = 0
+        self.rows = 0
+        self.opened = opened
+
+
+class RowChunks:
+    """The open chunk and the pool; ``sealed`` receives each sealed chunk (the queue)."""
+
+    def __init__(self, encode: Encode, sealed: Callable[[Chunk], None], seal_after: float,
+                 clock: Callable[[], float], chunk_bytes: int = CHUNK_BYTES) -> None:
+        self._encode = encode
+        self._sealed = sealed
+        self._seal_after = seal_after
+        self._clock = clock
+        self._chunk_bytes = chunk_bytes
+        self._pool: list[bytearray] = []
+        self._open: Chunk | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._without_loop = False
+
+    def add(self, entry: Any, rows: int) -> int | None:
+        """Encode the entry's ``rows`` rows into the open chunk; the bytes added, or None
+        if the encoder declined."""
+        encode = self._encode
+        chunk = self._open
+        if chunk is None or self._clock() - chunk.opened >= self._seal_after:
+            self.seal()
+            chunk = self._open = self._new_chunk()
+        start = chunk.end
+        end = encode(entry, chunk.buf, start)
+        if end == -1:  # full: seal it, and start the next chunk with these rows
+            self.seal()
+            chunk = self._open = self._new_chunk()
+            start = 0
+            end = encode(entry, chunk.buf, 0)
+            while end == -1:  # larger than a chunk: a buffer of its own (not pooled)
+                chunk.buf = bytearray(len(chunk.buf) * 4)
+                end = encode(entry, chunk.buf, 0)
+        if end is None:
+            return None
+        chunk.end = end
+        chunk.rows += rows
+        if self._timer is None and not self._without_loop:
+            self._arm()
+        return end - start
+
+    def seal(self) -> None:
+        """Hand the open chunk to the writer, if it holds rows (the adding thread only)."""
+        chunk = self._open
+        if chunk is not None and chunk.rows:
+            self._open = None
+            self._sealed(chunk)
+
+    def release(self, chunk: Chunk) -> None:
+        """A written chunk's buffer, back to the pool (the writer thread)."""
+        if len(chunk.buf) == self._chunk_bytes and len(self._pool) < _POOLED_CHUNKS:
+            self._pool.append(chunk.buf)  # list.append and pop are atomic
+
+    def _new_chunk(self) -> Chunk:
+        buf = self._pool.pop() if self._pool else bytearray(self._chunk_bytes)
+        return Chunk(buf, self._clock())
+
+    def _arm(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (tests, benchmarks): sealed by age or by hand
+            self._without_loop = True
+            return
+        self._timer = loop.call_later(self._seal_after, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.seal()
