@@ -40,12 +40,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from config.settings import Settings
 from protocol.headers import RequestHeader
+from protocol.primitives import Buffer
 from protocol.produce import ProduceRequest
 from proxy.cluster_view import ClusterView
 from proxy.connection import ClientInfo
@@ -373,8 +373,12 @@ class PendingProduce(ProduceEntry):
 
     __slots__ = ("_ledger", "_sent_at", "_transform")
 
-    def __init__(self, ledger: DecisionLedger, sent_at: float, *entry: Any) -> None:
-        super().__init__(*entry)
+    def __init__(self, ledger: DecisionLedger, sent_at: float, wall: float, req: int,
+                 client_id: str | None, peer: str, request: ProduceRequest, frame: Buffer,
+                 decisions: Sequence[Decision], view: ClusterView, observe: bool,
+                 dedicated_code: int | None) -> None:
+        ProduceEntry.__init__(self, wall, req, client_id, peer, request, frame, decisions,
+                              view, observe, dedicated_code)
         self._ledger = ledger
         self._sent_at = sent_at
         self._transform: ResponseTransform | None = None
@@ -385,12 +389,17 @@ class PendingProduce(ProduceEntry):
         return self
 
     def __call__(self, frame: memoryview, version: int) -> object:
-        self.complete(frame, version)
+        ledger = self._ledger
+        self.answer = frame
+        self.version = version
+        self.latency_ms = (ledger.clock() - self._sent_at) * 1000
+        ledger.offer(self)
         assert self._transform is not None, "wrap() first"
         return self._transform(frame, version)
 
     def complete(self, frame: memoryview, version: int) -> None:
-        """Queue the entry with the broker's answer (copied if the writer must read it)."""
+        """Queue the entry with the broker's answer (what calling it does before the
+        wrapped transform)."""
         self.answer = frame
         self.version = version
         self.latency_ms = (self._ledger.clock() - self._sent_at) * 1000

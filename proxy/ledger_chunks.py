@@ -58,7 +58,8 @@ class RowChunks:
         if the encoder declined."""
         encode = self._encode
         chunk = self._open
-        if chunk is None or self._clock() - chunk.opened >= self._seal_after:
+        if chunk is None or (self._timer is None  # (with a timer, the timer seals by age)
+                             and self._clock() - chunk.opened >= self._seal_after):
             self.seal()
             chunk = self._open = self._new_chunk()
         start = chunk.end

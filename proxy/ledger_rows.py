@@ -111,7 +111,7 @@ class RowFormatter:
         self._clients: dict[tuple[str | None, str], bytes] = {}
         self._caches_view: ClusterView | None = None
         self._caches: dict[tuple[bool, int | None], ContextCache] = {}
-
+        self._cache: ContextCache | None = None  # the last one used
     def lines(self, entry: ProduceEntry, out: list[bytes]) -> bool:
         """Append the entry's rows to ``out``; False when the broker's answer was unreadable."""
         buf = bytearray(1 << 16)
@@ -130,7 +130,12 @@ class RowFormatter:
         native = self._native
         if native is None:
             return None
-        cache = self._contexts_for(entry.view, entry.observe, entry.dedicated_code)
+        cache = self._cache
+        if (cache is None or entry.view is not cache.view or entry.observe is not cache.observe
+                or entry.dedicated_code is not cache.dedicated
+                or cache.made >= _MAX_CACHED_CONTEXTS):
+            cache = self._cache = self._contexts_for(entry.view, entry.observe,
+                                                     entry.dedicated_code)
         return native(out, pos, self._head, entry.wall, entry.req, self._client(entry),
                       entry.latency_ms, entry.decisions, self._spans(entry), entry.frame,
                       entry.answer, entry.version, cache.table, cache.make)
