@@ -156,6 +156,8 @@ def test_dockerfile() -> None:
         package = pattern.rstrip("*")
         assert f"!{package}/**" in allowed, f"the image would lack {package}/"
     assert "!pyproject.toml" in allowed and "!README.md" in allowed
+    assert "!setup.py" in allowed, "the image would lack the ledger's C encoder build"
+    assert "import proxy._ledger_native" in text, "the image must check the encoder built"
 
 
 def test_prometheus_scrapes_rackguard(services: dict[str, dict[str, Any]]) -> None:

@@ -214,13 +214,17 @@ async def test_ledger_writes_rows_on_a_running_loop_without_seal(tmp_path: Path)
         ledger.stop()
 
 
-def test_a_timer_left_on_a_closed_loop_does_not_stop_sealing_by_age() -> None:
-    chunks, sink, clock = make(seal_after=1.0)
+@pytest.mark.xfail(reason="bug: a timer armed on a loop that closed before it fired stays in "
+                   "RowChunks._timer, so no timer is armed on a later loop and (since add() "
+                   "skips the age check while a timer is set) rows are never sealed by age")
+def test_a_timer_left_on_a_closed_loop_does_not_stop_sealing() -> None:
+    chunks, sink, clock = make(seal_after=0.05)
 
-    async def on_a_loop() -> None:
-        chunks.add(0, 1)  # arms a timer on this loop, which closes before it fires
+    async def add(n: int, wait: float) -> None:
+        chunks.add(n, 1)
+        await asyncio.sleep(wait)
 
-    asyncio.run(on_a_loop())
+    asyncio.run(add(0, 0))  # this loop closes before its timer fires
     clock.t = 5.0
-    chunks.add(1, 1)  # the open chunk's first row is 5 s old
-    assert sink.contents == [rows_of(0)]
+    asyncio.run(add(1, 0.15))  # [0] sealed by age at the add, [1] by this loop's timer
+    assert sink.contents == [rows_of(0), rows_of(1)]
