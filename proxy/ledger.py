@@ -14,7 +14,8 @@ Invariants:
   :class:`~proxy.ledger_rows.ProduceEntry` (references to the walked request,
   its frame, the decisions and the view), completed with the broker's answer
   for forwarded partitions, and has it encoded at once by the C row encoder
-  (about 0.2 us a row) and queues the text. Holding entries for a writer
+  (about 0.1 us a row) into a reusable chunk (:mod:`proxy.ledger_chunks`),
+  which the writer gets when it is full or a flush interval old. Holding entries for a writer
   thread instead kept hundreds of objects per request alive and made the
   garbage collector run on the loop often enough to cost more than encoding.
   An entry the C encoder declines (an unusual answer) or that finds it not
@@ -163,10 +164,11 @@ class DecisionLedger:
         """Queue an entry's rows; drop and count them when the queue is full.
 
         The usual entry is encoded here, on the event loop, by the C encoder (about
-        0.1 us a row), into a reusable chunk (proxy.ledger_chunks): an entry held until the writer
-        thread runs would keep its frames and a few hundred small objects alive, and
-        the garbage collector, seeing them pile up, would run far more often on the
-        loop than encoding costs. Entries the C encoder declines go to the writer.
+        0.1 us a row), into a reusable chunk (proxy.ledger_chunks): an entry held
+        until the writer thread runs would keep its frames and a few hundred small
+        objects alive, and the garbage collector, seeing them pile up, would run far
+        more often on the loop than encoding costs. Entries the C encoder declines
+        go to the writer.
         """
         rows = len(entry.decisions)
         if (self._rows_in - self._rows_out + rows > self.config.queue_size
