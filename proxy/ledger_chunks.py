@@ -51,32 +51,41 @@ class RowChunks:
         self._pool: list[bytearray] = []
         self._open: Chunk | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self._without_loop = False
+        self._timer_loop: asyncio.AbstractEventLoop | None = None
+        self._without_loop = False  # added to outside any loop: sealed by age or by hand
 
     def add(self, entry: Any, rows: int) -> int | None:
         """Encode the entry's ``rows`` rows into the open chunk; the bytes added, or None
         if the encoder declined."""
         encode = self._encode
+        timer = self._timer
+        if timer is not None and self._timer_loop is not None and self._timer_loop.is_closed():
+            timer = self._timer = None  # armed on a loop that is gone: it will not fire
         chunk = self._open
-        if chunk is None or (self._timer is None  # (with a timer, the timer seals by age)
-                             and self._clock() - chunk.opened >= self._seal_after):
-            self.seal()
+        if chunk is None:
             chunk = self._open = self._new_chunk()
+        elif timer is None and self._clock() - chunk.opened >= self._seal_after:
+            if chunk.rows:  # (with a timer, the timer seals by age)
+                self.seal()
+                chunk = self._open = self._new_chunk()
+            else:
+                chunk.opened = self._clock()
         start = chunk.end
         end = encode(entry, chunk.buf, start)
-        if end == -1:  # full: seal it, and start the next chunk with these rows
+        if end == -1 and chunk.rows:  # full: seal it, and start the next chunk with these rows
             self.seal()
             chunk = self._open = self._new_chunk()
             start = 0
             end = encode(entry, chunk.buf, 0)
-            while end == -1:  # larger than a chunk: a buffer of its own (not pooled)
-                chunk.buf = bytearray(len(chunk.buf) * 4)
-                end = encode(entry, chunk.buf, 0)
+        while end == -1:  # larger than a whole chunk: a buffer of its own (not pooled)
+            self._pool_buffer(chunk.buf)
+            chunk.buf = bytearray(len(chunk.buf) * 4)
+            end = encode(entry, chunk.buf, 0)
         if end is None:
             return None
         chunk.end = end
         chunk.rows += rows
-        if self._timer is None and not self._without_loop:
+        if timer is None and not self._without_loop:
             self._arm()
         return end - start
 
@@ -89,8 +98,11 @@ class RowChunks:
 
     def release(self, chunk: Chunk) -> None:
         """A written chunk's buffer, back to the pool (the writer thread)."""
-        if len(chunk.buf) == self._chunk_bytes and len(self._pool) < _POOLED_CHUNKS:
-            self._pool.append(chunk.buf)  # list.append and pop are atomic
+        self._pool_buffer(chunk.buf)
+
+    def _pool_buffer(self, buf: bytearray) -> None:
+        if len(buf) == self._chunk_bytes and len(self._pool) < _POOLED_CHUNKS:
+            self._pool.append(buf)  # list.append and pop are atomic
 
     def _new_chunk(self) -> Chunk:
         buf = self._pool.pop() if self._pool else bytearray(self._chunk_bytes)
@@ -102,6 +114,7 @@ class RowChunks:
         except RuntimeError:  # no event loop (tests, benchmarks): sealed by age or by hand
             self._without_loop = True
             return
+        self._timer_loop = loop
         self._timer = loop.call_later(self._seal_after, self._on_timer)
 
     def _on_timer(self) -> None:

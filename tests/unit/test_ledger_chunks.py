@@ -216,9 +216,6 @@ async def test_ledger_writes_rows_on_a_running_loop_without_seal(tmp_path: Path)
         ledger.stop()
 
 
-@pytest.mark.xfail(reason="bug: a timer armed on a loop that closed before it fired stays in "
-                   "RowChunks._timer, so no timer is armed on a later loop and (since add() "
-                   "skips the age check while a timer is set) rows are never sealed by age")
 def test_a_timer_left_on_a_closed_loop_does_not_stop_sealing() -> None:
     chunks, sink, clock = make(seal_after=0.05)
 
