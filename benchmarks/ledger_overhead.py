@@ -2,15 +2,16 @@
 
     .venv/bin/python benchmarks/ledger_overhead.py [--requests 200000]
 
-First each side alone, in one thread: what the event loop pays per request
-(recording the decisions and the broker's answer) and what the writer pays
-per row (reading the answer and the batch headers, assembling the lines), for
-1, 10 and 50 partitions per request. Then both together: the Produce hook
-(RackEnforcer) and the response transform driven as fast as one thread can,
-without sockets, with the ledger off and on (the writer thread running and
-writing to a temporary directory): the driving thread's CPU per request and
-the whole process's, and the rows dropped (at that rate the writer falls
-behind on multi-partition requests). Reported, not asserted.
+First the parts, in one thread, for 1, 10 and 50 partitions per request:
+what the event loop pays per request (recording the decisions, then the
+broker's answer, and encoding the rows with the C encoder into a chunk), the
+C encoder alone per row, and the Python encoder (the reference, and what
+does entries the C encoder declines) per row. Then the whole: the Produce
+hook (RackEnforcer) and the response transform driven as fast as one thread
+can, without sockets, with the ledger off and on (the writer thread running
+and writing to a temporary directory): the driving thread's CPU per request
+and the whole process's, and the rows dropped (at that rate the disk can
+fall behind). Reported, not asserted.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from proxy.connection import ClientInfo, Forward  # noqa: E402
 from proxy.enforcement import EnforcementSettings, RackEnforcer  # noqa: E402
 from proxy.enforcement_metrics import EnforcementMetrics  # noqa: E402
 from proxy.ledger import DecisionLedger, LedgerConfig  # noqa: E402
-from proxy.ledger_rows import ProduceEntry, RowFormatter  # noqa: E402
+from proxy.ledger_rows import NATIVE_ROWS, ProduceEntry, RowFormatter  # noqa: E402
 from proxy.policy import (
     RackRule,  # noqa: E402
     decide,  # noqa: E402
@@ -80,8 +81,9 @@ def run(partitions: int, requests: int, ledger_dir: Path | None) -> tuple[float,
     return ((thread1 - thread0) / requests * 1e6, (proc1 - proc0) / requests * 1e6, dropped)
 
 
-def sides_alone(partitions: int, requests: int) -> tuple[float, float]:
-    """(loop-side us per request, writer us per row), each measured alone."""
+def parts(partitions: int, requests: int) -> tuple[float, float | None, float]:
+    """(event loop us per request, C encoder us per row (None: not built), Python
+    encoder us per row)."""
     store = ClusterViewStore(time.monotonic)
     store.apply_metadata(snapshot(1, 50), full=True)
     rule = RackRule(default_min_racks=2, max_metadata_age_s=1e9)
@@ -105,12 +107,20 @@ def sides_alone(partitions: int, requests: int) -> tuple[float, float]:
         pending.complete(response, 9)
         entries.append(pending)
     loop_us = (time.thread_time() - start) / requests * 1e6
-    formatter, lines = RowFormatter("bench"), list[bytes]()
+    rows = len(entries) * len(decisions)
+    formatter, buf = RowFormatter("bench"), bytearray(1 << 20)
+    c_us = None
+    if NATIVE_ROWS is not None:
+        start = time.thread_time()
+        for entry in entries:
+            formatter.native_into(entry, buf, 0)
+        c_us = (time.thread_time() - start) / rows * 1e6
+    lines: list[bytes] = []
     start = time.thread_time()
     for entry in entries:
-        formatter.lines(entry, lines)
-    writer_us = (time.thread_time() - start) / (len(entries) * len(decisions)) * 1e6
-    return loop_us, writer_us
+        formatter.python_lines(entry, lines)
+    python_us = (time.thread_time() - start) / rows * 1e6
+    return loop_us, c_us, python_us
 
 
 async def _never() -> bool:
@@ -122,9 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=200_000)
     args = parser.parse_args(argv)
     for partitions in (1, 10, 50):
-        loop_us, writer_us = sides_alone(partitions, max(1000, args.requests // partitions))
-        print(f"{partitions:>2} partition(s)/request, each side alone: event loop {loop_us:.1f} "
-              f"us per request; writer {writer_us:.2f} us per row")
+        loop_us, c_us, python_us = parts(partitions, max(1000, args.requests // partitions))
+        c_text = "not built" if c_us is None else f"{c_us:.2f} us per row"
+        print(f"{partitions:>2} partition(s)/request: event loop {loop_us:.1f} us per request "
+              f"(C encoding included); C encoder {c_text}; Python encoder "
+              f"{python_us:.2f} us per row")
     for partitions in (1, 10, 50):
         off_loop, off_proc, _ = run(partitions, args.requests, None)
         tmp = Path(tempfile.mkdtemp(prefix="rg-ledger-bench-"))

@@ -308,6 +308,10 @@ def run(args: argparse.Namespace) -> Results:
                     round_trips(target, topic, args.round_trips))
                 print(f"round {r + 1}/{args.rounds} {target.name}: done", file=sys.stderr)
         if ledger_target is not None:
+            for restartable in restarted:  # the last throughput round left a full log
+                restartable.restart()
+            if peer is not None:
+                targets[-1].pid = peer.pid
             topic = f"rackguard-bench-ledger-{os.getpid()}"
             create_topic(upstream, topic, max(load.partitions for load in args.ledger_loads),
                          -1 if args.bootstrap else 1)
@@ -388,7 +392,7 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--ledger-loads", type=parse_loads, default=list(DEFAULT_LOADS),
                         metavar="PxR,...",
                         help="ledger cost at these loads: P partitions per request, R requests "
-                        "per second (default 50x1000,1x5000; empty: skip)")
+                        "per second (default 50x600,1x5000; empty: skip)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON here")
     parser.add_argument("--smoke", action="store_true",
                         help="a few seconds in all (checks the benchmark works; figures "

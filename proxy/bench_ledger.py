@@ -49,7 +49,7 @@ class LedgerLoad:
         return f"{self.partitions}x{self.requests_per_s}/s"
 
 
-DEFAULT_LOADS = (LedgerLoad(50, 1000), LedgerLoad(1, 5000))
+DEFAULT_LOADS = (LedgerLoad(50, 600), LedgerLoad(1, 5000))  # Tansu sustains ~30,000/s here
 
 
 @dataclass
