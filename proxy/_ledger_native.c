@@ -312,14 +312,32 @@ static void put(out_t *o, const char *s, size_t n) {
 
 #define PUT_LITERAL(o, s) put((o), (s), sizeof(s) - 1)
 
+static const char DIGIT_PAIRS[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* Decimal, two digits per division (this ran a fifth of the encoder's time). */
 static size_t format_int(char *dst, int64_t v) {
+    if (v >= 0 && v < 10) {
+        *dst = (char)('0' + v);
+        return 1;
+    }
     char tmp[24];
     int i = 24;
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[--i] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
+    while (u >= 100) {
+        unsigned pair = (unsigned)(u % 100);
+        u /= 100;
+        i -= 2;
+        memcpy(tmp + i, DIGIT_PAIRS + 2 * pair, 2);
+    }
+    if (u >= 10) {
+        i -= 2;
+        memcpy(tmp + i, DIGIT_PAIRS + 2 * u, 2);
+    } else {
+        tmp[--i] = (char)('0' + u);
+    }
     if (v < 0)
         tmp[--i] = '-';
     memcpy(dst, tmp + i, (size_t)(24 - i));
