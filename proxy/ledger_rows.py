@@ -136,9 +136,16 @@ class RowFormatter:
                 or cache.made >= _MAX_CACHED_CONTEXTS):
             cache = self._cache = self._contexts_for(entry.view, entry.observe,
                                                      entry.dedicated_code)
-        return native(out, pos, self._head, entry.wall, entry.req, self._client(entry),
-                      entry.latency_ms, entry.decisions, self._spans(entry), entry.frame,
-                      entry.answer, entry.version, cache.table, cache.make)
+        client = self._clients.get((entry.client_id, entry.peer)) or self._client(entry)
+        decisions = entry.decisions
+        topics = entry.request.topics
+        if len(decisions) == 1 and len(topics) == 1 and len(topics[0].partitions) == 1:
+            spans = [topics[0].partitions[0].records]  # librdkafka's shape, inline
+        else:
+            spans = self._spans(entry)
+        return native(out, pos, self._head, entry.wall, entry.req, client, entry.latency_ms,
+                      decisions, spans, entry.frame, entry.answer, entry.version, cache.table,
+                      cache.make)
 
     def python_lines(self, entry: ProduceEntry, out: list[bytes] | list[bytes | memoryview]
                      ) -> bool:
