@@ -92,17 +92,20 @@ static int64_t uvarint(reader_t *r) {
     return -1;
 }
 
+/* A length: compact (an unsigned varint, minus one) or big-endian of ``width`` bytes. */
+static int64_t raw_length(reader_t *r, int flexible, int width) {
+    if (flexible)
+        return uvarint(r) - 1;
+    if (!need(r, width))
+        return -1;
+    int64_t n = width == 4 ? be32(r->p + r->pos) : be16(r->p + r->pos);
+    r->pos += width;
+    return n;
+}
+
 /* A non-null array length that cannot exceed the bytes left. */
 static Py_ssize_t array_len(reader_t *r, int flexible) {
-    int64_t n;
-    if (flexible) {
-        n = uvarint(r) - 1;
-    } else {
-        if (!need(r, 4))
-            return -1;
-        n = be32(r->p + r->pos);
-        r->pos += 4;
-    }
+    int64_t n = raw_length(r, flexible, 4);
     if (!r->ok || n < 0 || n > r->end - r->pos) {
         r->ok = 0;
         return -1;
@@ -112,15 +115,7 @@ static Py_ssize_t array_len(reader_t *r, int flexible) {
 
 /* A string's bytes (nullable or not); its length, or -1 for null. */
 static Py_ssize_t string_len(reader_t *r, int flexible) {
-    int64_t n;
-    if (flexible) {
-        n = uvarint(r) - 1;
-    } else {
-        if (!need(r, 2))
-            return -1;
-        n = be16(r->p + r->pos);
-        r->pos += 2;
-    }
+    int64_t n = raw_length(r, flexible, 2);
     if (!r->ok || n < -1) {
         r->ok = 0;
         return -1;
@@ -581,26 +576,19 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (!room(&out, text_n + 240 + latency_n + age_n))
             goto full;
         put(&out, PyBytes_AS_STRING(text), text_n);
+        const char *row_latency = latency_text;
+        size_t row_latency_n = latency_n;
         if (code_obj != Py_None) { /* the proxy answered this partition itself */
             long long code = PyLong_AsLongLong(code_obj);
             if (code == -1 && PyErr_Occurred())
                 goto done;
             PUT_LITERAL(&out, "\"wire_error\":");
             put_int(&out, code);
-            PUT_LITERAL(&out, ",\"broker_error\":null,\"base_offset\":null,\"records\":");
-            put_int(&out, records);
-            PUT_LITERAL(&out, ",\"bytes\":");
-            put_int(&out, size);
-            PUT_LITERAL(&out, ",\"latency_ms\":null,\"metadata_age_ms\":");
+            PUT_LITERAL(&out, ",\"broker_error\":null,\"base_offset\":null");
+            row_latency = "null";
+            row_latency_n = 4;
         } else if (!have_answer) {
-            PUT_LITERAL(&out, "\"wire_error\":null,\"broker_error\":null,\"base_offset\":null,"
-                              "\"records\":");
-            put_int(&out, records);
-            PUT_LITERAL(&out, ",\"bytes\":");
-            put_int(&out, size);
-            PUT_LITERAL(&out, ",\"latency_ms\":");
-            put(&out, latency_text, latency_n);
-            PUT_LITERAL(&out, ",\"metadata_age_ms\":");
+            PUT_LITERAL(&out, "\"wire_error\":null,\"broker_error\":null,\"base_offset\":null");
         } else {
             if (cursor >= n_results)
                 goto decline;
@@ -618,14 +606,14 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             put_int(&out, res->error);
             PUT_LITERAL(&out, ",\"base_offset\":");
             put_int(&out, res->offset);
-            PUT_LITERAL(&out, ",\"records\":");
-            put_int(&out, records);
-            PUT_LITERAL(&out, ",\"bytes\":");
-            put_int(&out, size);
-            PUT_LITERAL(&out, ",\"latency_ms\":");
-            put(&out, latency_text, latency_n);
-            PUT_LITERAL(&out, ",\"metadata_age_ms\":");
         }
+        PUT_LITERAL(&out, ",\"records\":");
+        put_int(&out, records);
+        PUT_LITERAL(&out, ",\"bytes\":");
+        put_int(&out, size);
+        PUT_LITERAL(&out, ",\"latency_ms\":");
+        put(&out, row_latency, row_latency_n);
+        PUT_LITERAL(&out, ",\"metadata_age_ms\":");
         put(&out, age_text, age_n);
         PUT_LITERAL(&out, "}\n");
     }
