@@ -15,9 +15,10 @@ Invariants:
   its frame, the decisions and the view), completed with the broker's answer
   for forwarded partitions, and has it encoded at once by the C row encoder
   (about 0.1 us a row) into a reusable chunk (:mod:`proxy.ledger_chunks`),
-  which the writer gets when it is full or a flush interval old. Holding entries for a writer
-  thread instead kept hundreds of objects per request alive and made the
-  garbage collector run on the loop often enough to cost more than encoding.
+  which the writer gets when it is full or a flush interval old. Holding
+  entries for a writer thread instead kept hundreds of objects per request
+  alive and made the garbage collector run on the loop often enough to cost
+  more than encoding.
   An entry the C encoder declines (an unusual answer) or that finds it not
   built is queued as it is and encoded in Python on the writer thread. File
   I/O, rotation and snapshots happen on the writer thread, in batches;
@@ -391,17 +392,13 @@ class PendingProduce(ProduceEntry):
         return self
 
     def __call__(self, frame: memoryview, version: int) -> object:
-        ledger = self._ledger
-        self.answer = frame
-        self.version = version
-        self.latency_ms = (ledger.clock() - self._sent_at) * 1000
-        ledger.offer(self)
+        self.complete(frame, version)
         assert self._transform is not None, "wrap() first"
         return self._transform(frame, version)
 
     def complete(self, frame: memoryview, version: int) -> None:
-        """Queue the entry with the broker's answer (what calling it does before the
-        wrapped transform)."""
+        """Encode and queue the entry's rows with the broker's answer (``frame`` is only
+        read during the call, unless the entry goes to the writer: see ``offer``)."""
         self.answer = frame
         self.version = version
         self.latency_ms = (self._ledger.clock() - self._sent_at) * 1000

@@ -27,6 +27,8 @@ def _writev_all(fd: int, buffers: Sequence[bytes | memoryview]) -> int:
     left = total
     while left:
         done = os.writev(fd, views)
+        if done <= 0:
+            raise OSError(f"writev wrote nothing ({left} bytes left)")
         left -= done
         while done and views:  # drop what was written
             if done >= len(views[0]):

@@ -1,10 +1,12 @@
-"""Ledger rows: what the event loop hands over per produce, and the JSON lines made of it.
+"""Ledger rows: what the event loop records per produce, and the JSON lines made of it.
 
-The event loop hands over one :class:`ProduceEntry` per rack-checked request
+The event loop records one :class:`ProduceEntry` per rack-checked request
 (references only: the walked request, its frame, the decisions, the view they
-were made on, and later the broker's answer); all per-partition work happens
-here, on the ledger's writer thread. :class:`RowFormatter` turns an entry into
-one JSON line per partition (schema v1, the fields ``pipeline/`` reads).
+were made on, and later the broker's answer). :class:`RowFormatter` turns an
+entry into one JSON line per partition (schema v1, the fields ``pipeline/``
+reads): the C encoder ``proxy._ledger_native`` does the usual entry, on the
+event loop, and :meth:`RowFormatter.python_lines`, the reference it must equal
+byte for byte, does the rest, on the writer thread.
 
 Invariants:
 - a line is exactly ``json.loads``-equal to the dict of schema v1 fields; it is
@@ -14,7 +16,9 @@ Invariants:
   ISR, racks, rule, decision) cached per (view, partition, verdict), and the
   per-row tail (codes, offset, records, bytes, latency, metadata age);
 - the frames an entry refers to are immutable (``bytes``-backed memoryviews),
-  so reading them here, on another thread, is safe;
+  so reading them on the writer thread is safe;
+- numbers are written from integers (:func:`fixed`), so both encoders write
+  the same digits;
 - rows of forwarded partitions carry the broker's code and base offset from its
   answer, or nulls when the answer could not be read (the caller counts that).
 """
@@ -56,7 +60,8 @@ else:
 
 
 class ProduceEntry:
-    """One rack-checked produce request, queued for the writer thread.
+    """One rack-checked produce request, as recorded: encoded when complete (the
+    broker's answer, if any, arrived), or queued for the writer thread.
 
     ``decisions`` are the partitions this entry records (all of the request's,
     or the rejected or forwarded part of a mixed one). ``answer`` is the broker's
@@ -95,8 +100,8 @@ class ProduceEntry:
 
 
 class RowFormatter:
-    """Entries to JSON lines (ASCII bytes). Used by the writer thread only (its caches
-    are unlocked).
+    """Entries to JSON lines (ASCII bytes). Each is used by one thread (its caches are
+    unlocked): the ledger has one for the event loop and one for the writer thread.
 
     The usual entry is encoded by the C module ``proxy._ledger_native`` when it was
     built; :meth:`python_lines` is the reference it must equal byte for byte, and
@@ -112,6 +117,7 @@ class RowFormatter:
         self._caches_view: ClusterView | None = None
         self._caches: dict[tuple[bool, int | None], ContextCache] = {}
         self._cache: ContextCache | None = None  # the last one used
+
     def lines(self, entry: ProduceEntry, out: list[bytes]) -> bool:
         """Append the entry's rows to ``out``; False when the broker's answer was unreadable."""
         buf = bytearray(1 << 16)
