@@ -42,7 +42,7 @@ typedef struct {
     Py_ssize_t topic;
 } result_t;
 
-#define MAX_CHECKED_TOPICS 32
+#define MAX_PAIRWISE_TOPICS 16
 #define MAX_CHECKED_PARTITION 65536
 
 typedef struct {
@@ -139,22 +139,45 @@ static void skip_tags(reader_t *r) {
     }
 }
 
+static int compare_keys(const void *a, const void *b) {
+    const result_t *x = *(const result_t *const *)a, *y = *(const result_t *const *)b;
+    if (x->key_len != y->key_len)
+        return x->key_len < y->key_len ? -1 : 1;
+    return memcmp(x->key, y->key, (size_t)x->key_len);
+}
+
+/* Is a topic named twice among the answer's topics (each given by its first result)? */
+static int topic_repeated(const result_t **firsts, Py_ssize_t n) {
+    if (n <= MAX_PAIRWISE_TOPICS) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            for (Py_ssize_t j = 0; j < i; j++)
+                if (compare_keys(&firsts[i], &firsts[j]) == 0)
+                    return 1;
+        return 0;
+    }
+    qsort(firsts, (size_t)n, sizeof(firsts[0]), compare_keys);
+    for (Py_ssize_t i = 1; i < n; i++)
+        if (compare_keys(&firsts[i - 1], &firsts[i]) == 0)
+            return 1;
+    return 0;
+}
+
 /* No (topic, partition) answered twice: with a duplicate, the Python encoder's
    mapping keeps the last answer, and in-order matching would not. Declines
-   (returns 0) beyond MAX_CHECKED_TOPICS topics or partition MAX_CHECKED_PARTITION. */
-static int all_distinct(const result_t *results, Py_ssize_t n, Py_ssize_t n_topics) {
+   (returns 0) for a partition index outside 0..MAX_CHECKED_PARTITION-1. Returns -1
+   with an exception set when out of memory. */
+static int all_distinct(const result_t *results, Py_ssize_t n) {
     static unsigned char seen[MAX_CHECKED_PARTITION / 8]; /* all clear between calls */
-    const result_t *firsts[MAX_CHECKED_TOPICS];
-    Py_ssize_t n_firsts = 0, group = 0, distinct = 1;
-    if (n_topics > MAX_CHECKED_TOPICS)
-        return 0;
+    const result_t **firsts = PyMem_Malloc(sizeof(result_t *) * (size_t)(n ? n : 1));
+    Py_ssize_t n_firsts = 0, group = 0;
+    int distinct = 1;
+    if (firsts == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
     for (Py_ssize_t i = 0; i < n && distinct; i++) {
         const result_t *r = &results[i];
         if (i == 0 || r->topic != results[i - 1].topic) {
-            for (Py_ssize_t j = 0; j < n_firsts; j++)
-                if (firsts[j]->key_len == r->key_len &&
-                    memcmp(firsts[j]->key, r->key, (size_t)r->key_len) == 0)
-                    distinct = 0;
             firsts[n_firsts++] = r;
             for (Py_ssize_t j = group; j < i; j++) /* clear the previous topic's bits */
                 seen[results[j].index >> 3] = 0;
@@ -170,7 +193,10 @@ static int all_distinct(const result_t *results, Py_ssize_t n, Py_ssize_t n_topi
     for (Py_ssize_t j = group; j < n; j++)
         if (results[j].index >= 0 && results[j].index < MAX_CHECKED_PARTITION)
             seen[results[j].index >> 3] = 0;
-    return (int)distinct;
+    if (distinct && topic_repeated(firsts, n_firsts))
+        distinct = 0;
+    PyMem_Free(firsts);
+    return distinct;
 }
 
 /* The answer's partitions into *out (PyMem-allocated); their count, or -1 when the
@@ -256,8 +282,11 @@ static Py_ssize_t read_results(const unsigned char *p, Py_ssize_t len, int versi
     skip(&r, 4); /* throttle time */
     if (flexible)
         skip_tags(&r);
-    if (!r.ok || r.pos != r.end || !all_distinct(results, n, n_topics)) {
+    int distinct = r.ok && r.pos == r.end ? all_distinct(results, n) : 0;
+    if (distinct != 1) {
         PyMem_Free(results);
+        if (distinct < 0)
+            return -2;
         return -1;
     }
     *out = results;
