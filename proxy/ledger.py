@@ -94,10 +94,11 @@ class LedgerMetrics:
         self.rows_dropped = Counter(
             "rackguard_ledger_rows_dropped",
             "Ledger rows dropped, by reason (queue_full: the writer fell behind; "
-            "write_error: the file could not be written)",
+            "write_error: the file could not be written; encode_error: a bug, logged)",
             ["reason"], registry=registry)
         self.dropped_queue_full = self.rows_dropped.labels("queue_full")
         self.dropped_write_error = self.rows_dropped.labels("write_error")
+        self.dropped_encode_error = self.rows_dropped.labels("encode_error")
         self.rows_written = Counter(
             "rackguard_ledger_rows_written", "Ledger rows written to files", registry=registry)
         self.snapshots = Counter(
@@ -176,7 +177,13 @@ class DecisionLedger:
                 or self._bytes_in - self._bytes_out > self.config.queue_bytes):
             self.metrics.dropped_queue_full.inc(rows)
             return
-        added = self._chunks.add(entry, rows) if self._chunks is not None else None
+        added = None
+        if self._chunks is not None:
+            try:
+                added = self._chunks.add(entry, rows)
+            except Exception:  # noqa: BLE001 - never into the data path; Python retries it
+                self._log_exception("ledger: the C encoder failed; the entry is encoded in "
+                                    "Python")
         if added is None:
             answer = entry.answer
             if isinstance(answer, memoryview) and not answer.readonly:
@@ -305,10 +312,18 @@ class DecisionLedger:
                     self._bytes_out += item.end
                 else:
                     assert isinstance(item, ProduceEntry)
-                    if not lines_of(item, lines):
-                        unreadable += 1
                     n = len(item.decisions)
                     self._bytes_out += _held_bytes(item)
+                    entry_lines: list[bytes] = []
+                    try:
+                        if not lines_of(item, entry_lines):
+                            unreadable += 1
+                    except Exception:  # noqa: BLE001 - one entry's rows, not the writer
+                        self.metrics.dropped_encode_error.inc(n)
+                        self._log_exception("ledger: %d row(s) could not be encoded", n)
+                        self._rows_out += n
+                        continue
+                    lines.extend(entry_lines)
                 rows += n
                 self._rows_out += n
                 pause()
@@ -365,6 +380,12 @@ class DecisionLedger:
         if now - self._last_error_log >= 60:
             self._last_error_log = now
             log.error(text, *args)
+
+    def _log_exception(self, text: str, *args: object) -> None:
+        now = self.clock()
+        if now - self._last_error_log >= 60:
+            self._last_error_log = now
+            log.exception(text, *args)
 
 
 class PendingProduce(ProduceEntry):

@@ -280,3 +280,33 @@ def test_the_proxy_never_imports_the_pipeline_or_pyspark() -> None:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             cwd=Path(__file__).resolve().parents[2], timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_an_encoder_failure_drops_that_requests_rows_not_the_data_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug while encoding (here: the row fragment cannot be made for one topic) never
+    reaches the response path or stops the writer: the rows are retried in Python on
+    the writer, dropped there and counted; other requests' rows are written."""
+    import proxy.ledger_rows as ledger_rows
+
+    real = ledger_rows._context
+
+    def broken(d: Any, *args: Any) -> Any:
+        if d.topic == "payments":
+            raise RuntimeError("planted encoder bug")
+        return real(d, *args)
+
+    monkeypatch.setattr(ledger_rows, "_context", broken)
+    play = Playbook()
+    ledger, registry = ledger_for(play, tmp_path)
+    for topic_name in ("payments", "orders"):
+        action = play(produce(9, [(topic_name, [0])]), 9)
+        assert isinstance(action, Forward) and action.transform is not None
+        upstream = kp_response(9, [(topic_name, [{"index": 0, "error_code": 0,
+                                                  "base_offset": 7}])], correlation_id=CORR)
+        out = action.transform(memoryview(upstream), 9)
+        assert bytes(out) == upstream  # type: ignore[arg-type]
+    assert set(written(ledger)) == {("orders", 0)}
+    assert registry.get_sample_value("rackguard_ledger_rows_dropped_total",
+                                     {"reason": "encode_error"}) == 1
