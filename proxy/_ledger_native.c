@@ -420,7 +420,7 @@ static int key_equals(PyObject *key, const unsigned char *bytes, Py_ssize_t len)
 
 /* The context (verdict, required racks, row fragment, synthetic code) of decision d,
    borrowed from contexts[topic key][partition], made by make_context(d) when missing
-   or made for another verdict. *topic_key and *partitions (a strong reference) keep
+   or made for another verdict. *topic_key and *partitions (strong references) keep
    the previous decision's topic, the usual next one. */
 static PyObject *lookup_context(PyObject *contexts, PyObject *make_context, PyObject *d,
                                 PyObject **topic_key, PyObject **partitions) {
@@ -441,7 +441,7 @@ static PyObject *lookup_context(PyObject *contexts, PyObject *make_context, PyOb
             Py_INCREF(found);
         }
         Py_XSETREF(*partitions, found);
-        *topic_key = key;
+        Py_XSETREF(*topic_key, Py_NewRef(key)); /* held: compared by identity */
     }
     PyObject *context = PyDict_GetItemWithError(*partitions, partition);
     if (context == NULL && PyErr_Occurred())
@@ -503,7 +503,6 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (seq == NULL)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
     if (PyList_GET_SIZE(spans) != n) {
         Py_DECREF(seq);
         PyErr_SetString(PyExc_ValueError, "rows(): one span per decision");
@@ -515,6 +514,7 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     result_t *results = NULL;
     Py_ssize_t n_results = 0, cursor = 0;
     PyObject *ret = NULL, *topic_key = NULL, *partitions = NULL;
+    PyObject *row_decision = NULL, *row_context = NULL, *row_span = NULL;
     double last_age = NAN; /* differs from every age: the first row formats its own */
     char age_text[48], latency_text[48];
     size_t age_n = 0, latency_n = 4, prefix_at = 0, prefix_n = 0;
@@ -544,7 +544,16 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto decline;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *d = items[i];
+        /* the row's objects are held for the row: a callback (make_context) runs Python */
+        Py_CLEAR(row_decision);
+        Py_CLEAR(row_context);
+        Py_CLEAR(row_span);
+        if (i >= PySequence_Fast_GET_SIZE(seq) || i >= PyList_GET_SIZE(spans)) {
+            PyErr_SetString(PyExc_RuntimeError, "rows(): decisions or spans changed size");
+            goto done;
+        }
+        PyObject *d = row_decision = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+        row_span = Py_NewRef(PyList_GET_ITEM(spans, i));
         if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) < 10) {
             PyErr_SetString(PyExc_TypeError, "rows(): a decision is not a Decision");
             goto done;
@@ -552,6 +561,7 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyObject *context = lookup_context(contexts, make_context, d, &topic_key, &partitions);
         if (context == NULL)
             goto done;
+        row_context = Py_NewRef(context);
         PyObject *text = PyTuple_GET_ITEM(context, 2), *code_obj = PyTuple_GET_ITEM(context, 3);
 
         double age = PyFloat_AsDouble(PyTuple_GET_ITEM(d, 9));
@@ -564,7 +574,7 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
 
         int64_t records = 0, size = 0;
-        PyObject *span = PyList_GET_ITEM(spans, i);
+        PyObject *span = row_span;
         if (span != Py_None) {
             if (!PyTuple_Check(span) || PyTuple_GET_SIZE(span) != 2) {
                 PyErr_SetString(PyExc_TypeError, "rows(): a span is not (start, end)");
@@ -656,7 +666,11 @@ full:
 decline:
     ret = Py_NewRef(Py_None);
 done:
+    Py_XDECREF(row_decision);
+    Py_XDECREF(row_context);
+    Py_XDECREF(row_span);
     Py_XDECREF(partitions);
+    Py_XDECREF(topic_key);
     PyMem_Free(results);
     if (frame.obj != NULL)
         PyBuffer_Release(&frame);

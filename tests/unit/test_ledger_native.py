@@ -14,6 +14,7 @@ import functools
 import random
 import shutil
 import struct
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -299,3 +300,46 @@ def test_many_topics_in_one_request(repeat: bool) -> None:
     assert (c_rows, c_ok) == (py_rows, py_ok) and py_ok
     assert py_rows.count(b"\n") == len(wanted)
     assert (returned is None) == repeat
+
+
+@needs_c
+@pytest.mark.parametrize("answered", [True, False])
+def test_the_c_encoder_leaks_no_references(answered: bool) -> None:
+    """Reference counts of everything the encoder touches are unchanged after many calls
+    (encoded, declined, and retried for room), and its contexts are reused, not remade."""
+    store = REFRESHED
+    mv = memoryview(kp_request(9, [(NAMES[0], [(0, make_batch(2)), (1, make_batch(1))])]))
+    request = walk_produce_request(mv, parse_request_header(mv))
+    decisions = decide(request, store.view, RULE, 101.0)
+    e = ProduceEntry(1_700_000_000.25, 7, "c", "10.0.0.1:5000", request, mv, decisions,
+                     store.view, True, None)
+    good = kp_response(9, [(NAMES[0], [{"index": 0, "error_code": 0, "base_offset": 5},
+                                       {"index": 1, "error_code": 0, "base_offset": 6}])])
+    reordered = kp_response(9, [(NAMES[0], [{"index": 1, "error_code": 0, "base_offset": 6},
+                                            {"index": 0, "error_code": 0, "base_offset": 5}])])
+    formatter = RowFormatter("x")
+    watched = [decisions[0], decisions[0].topic_key, decisions[1], mv, e.view]
+    small, big = bytearray(100), bytearray(1 << 16)
+    results = []
+
+    def once(answer: bytes) -> None:
+        e.answer, e.version, e.latency_ms = (memoryview(answer) if answered else None), 9, 1.0
+        results.append((formatter.native_into(e, big, 0), formatter.native_into(e, small, 0)))
+
+    once(good)  # fill the caches
+    assert formatter._cache is not None
+    watched += [good, formatter._cache.table[NAMES[0]][0]]  # an answer, a cached context
+    e.answer = None
+    before = [sys.getrefcount(o) for o in watched]
+    made = formatter._cache.made if formatter._cache else 0
+    for _ in range(2000):
+        once(good)
+        once(reordered)
+    e.answer = None
+    assert [sys.getrefcount(o) for o in watched] == before
+    assert formatter._cache is not None and formatter._cache.made == made
+    encoded = {big_end for big_end, _ in results if big_end is not None}
+    assert len(encoded) == 1 and encoded.pop() > len(small)  # the same rows every time
+    # too small a buffer: -1 (no room); a reordered answer: declined (None)
+    assert {small_end for _, small_end in results} == {-1}
+    assert any(big_end is None for big_end, _ in results) == answered
