@@ -45,8 +45,11 @@ log = logging.getLogger("rackguard.connection")
 
 # Requests queued behind one awaiting a decision before the client stops being read.
 _MAX_HELD_FRAMES = 64
-# How long the upstream connection outlives a client that left right after acks=0 produces.
+# How long the upstream connection outlives a client that left right after acks=0 produces;
+# longer for a broker seen answering acks=0 (some Kafka-compatible ones do, and drop what
+# they have not processed when the connection closes): there it ends at the last answer.
 _ACKS0_LINGER_S = 0.5
+_ACKS0_ANSWERED_LINGER_S = 5.0
 
 
 @dataclass(slots=True)
@@ -132,6 +135,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._closed = False
         self._client_gone = False
         self._unregistered = False
+        self._broker_answers_acks0 = False
+        self._lingering: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.info = ClientInfo("?", listener)
 
@@ -181,15 +186,26 @@ class ClientConnection(asyncio.BufferedProtocol):
         elif self._upstream is not None and not self._upstream.is_closing():
             self._upstream.close()
 
+    def _end_linger(self) -> None:
+        if self._lingering is not None:
+            self._lingering.cancel()
+            self._lingering = None
+        if self._upstream is not None and not self._upstream.is_closing():
+            self._upstream.close()
+
     def _shutdown(self) -> None:
         self._closed = True
         upstream = self._upstream
         if upstream is not None and not upstream.is_closing():
-            if self._client_gone and self._queue.unanswered_recently:
+            answered_all = self._broker_answers_acks0 and not self._queue.unanswered_waiting
+            if self._client_gone and self._queue.unanswered_recently and not answered_all:
                 # Requests that get no answer (acks=0) were the last thing sent: give the
                 # broker a moment to act on them before it sees the connection go, as it
                 # would have without the extra hop.
-                asyncio.get_running_loop().call_later(_ACKS0_LINGER_S, upstream.close)
+                linger = _ACKS0_ANSWERED_LINGER_S if self._broker_answers_acks0 else (
+                    _ACKS0_LINGER_S)
+                self._lingering = asyncio.get_running_loop().call_later(
+                    linger, self._end_linger)
             else:
                 upstream.close()  # data already written is still delivered
         if not self._unregistered:
@@ -331,6 +347,9 @@ class ClientConnection(asyncio.BufferedProtocol):
                 slot = queue.match_upstream(response_correlation_id(frame))
                 if slot is None:
                     self._metrics.unsolicited_responses.inc()
+                    self._broker_answers_acks0 = True
+                    if self._lingering is not None and not queue.unanswered_waiting:
+                        self._end_linger()  # the broker has acted on every acks=0 request
                     continue
                 transform = slot.transform
                 if transform is None:

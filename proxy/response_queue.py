@@ -70,6 +70,12 @@ class ResponseQueue:
         self._last_was_unanswered = True
 
     @property
+    def unanswered_waiting(self) -> bool:
+        """True while a remembered acks=0 request has not been answered (by a broker
+        that answers them; Kafka never does)."""
+        return bool(self._unanswered)
+
+    @property
     def unanswered_recently(self) -> bool:
         """True when the latest request sent upstream expects no answer."""
         return self._last_was_unanswered

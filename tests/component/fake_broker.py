@@ -28,6 +28,7 @@ class Received:
     api_version: int
     correlation_id: int
     frame: bytes
+    conn: int = 0  # index of the connection in FakeBroker.readers / transports
 
 
 @dataclass
@@ -38,6 +39,7 @@ class FakeBroker:
     port: int = 0
     received: list[Received] = field(default_factory=list)
     transports: list[asyncio.Transport] = field(default_factory=list)
+    readers: list[asyncio.StreamReader] = field(default_factory=list)
     _server: asyncio.Server | None = None
 
     async def start(self) -> FakeBroker:
@@ -54,6 +56,8 @@ class FakeBroker:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.transports.append(writer.transport)  # type: ignore[arg-type]
+        self.readers.append(reader)
+        conn = len(self.readers) - 1
         splitter = FrameSplitter()
         try:
             while True:
@@ -62,7 +66,8 @@ class FakeBroker:
                     break
                 for frame in splitter.feed(data):
                     h = parse_request_header(frame)
-                    req = Received(h.api_key, h.api_version, h.correlation_id, bytes(frame))
+                    req = Received(h.api_key, h.api_version, h.correlation_id, bytes(frame),
+                                   conn)
                     self.received.append(req)
                     result = self.handler(req)
                     if asyncio.iscoroutine(result):

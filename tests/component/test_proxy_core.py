@@ -12,6 +12,7 @@ from proxy.server import ProxyServer
 from tests.component.conftest import RawClient, corr_of, opaque_request
 from tests.component.fake_broker import (
     CLOSE,
+    FakeBroker,
     Received,
     echo_response,
     metadata_response,
@@ -236,6 +237,44 @@ async def test_broker_answering_acks0_is_tolerated(make_proxy) -> None:  # type:
     assert corr_of(await client.recv()) == 4
     assert metric(server, "rackguard_unsolicited_responses_total", {}) == 2
     assert len(broker.received) == 4
+
+
+async def test_upstream_outlives_a_leaving_acks0_client_until_the_broker_answered(  # type: ignore[no-untyped-def]
+    make_proxy,
+) -> None:
+    """A broker that answers acks=0 (and may drop what it has not processed when the
+    connection closes) keeps its connection after the client leaves until the last
+    acks=0 request is answered, past the plain 0.5 s linger; then it is closed."""
+    eof_when_answered: list[bool] = []
+    broker_ref: list[FakeBroker] = []
+
+    async def handler(req: Received) -> list[bytes]:
+        if req.correlation_id == 2:  # the last acks=0 request: slow to process
+            await asyncio.sleep(1.2)
+            eof_when_answered.append(broker_ref[0].readers[req.conn].at_eof())
+        return [echo_response(req.correlation_id)]
+
+    server, broker = await make_proxy(handler)
+    broker_ref.append(broker)
+    client = await RawClient.connect(server.bootstrap_port)
+    client.send(produce_frame(1, acks=0))  # answered at once: this broker answers acks=0
+    for _ in range(100):
+        if metric(server, "rackguard_unsolicited_responses_total", {}) == 1:
+            break
+        await asyncio.sleep(0.01)
+    client.send(produce_frame(2, acks=0))
+    client.close()
+    for _ in range(300):
+        if eof_when_answered:
+            break
+        await asyncio.sleep(0.01)
+    assert eof_when_answered == [False]  # still connected when it answered, at 1.2 s
+    conn = broker.received[-1].conn
+    for _ in range(300):  # then closed promptly, not after the 5 s cap
+        if broker.readers[conn].at_eof():
+            break
+        await asyncio.sleep(0.01)
+    assert broker.readers[conn].at_eof()
 
 
 async def test_requests_sent_just_before_the_client_leaves_still_arrive(make_proxy) -> None:  # type: ignore[no-untyped-def]
