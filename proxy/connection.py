@@ -135,7 +135,6 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._closed = False
         self._client_gone = False
         self._unregistered = False
-        self._broker_answers_acks0 = False
         self._lingering: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.info = ClientInfo("?", listener)
@@ -197,13 +196,15 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._closed = True
         upstream = self._upstream
         if upstream is not None and not upstream.is_closing():
-            answered_all = self._broker_answers_acks0 and not self._queue.unanswered_waiting
+            # known from any connection: a client may send its acks=0 produces and leave
+            # before the broker has answered even the first of them
+            answers = self._metrics.upstream_answers_acks0
+            answered_all = answers and not self._queue.unanswered_waiting
             if self._client_gone and self._queue.unanswered_recently and not answered_all:
                 # Requests that get no answer (acks=0) were the last thing sent: give the
                 # broker a moment to act on them before it sees the connection go, as it
                 # would have without the extra hop.
-                linger = _ACKS0_ANSWERED_LINGER_S if self._broker_answers_acks0 else (
-                    _ACKS0_LINGER_S)
+                linger = _ACKS0_ANSWERED_LINGER_S if answers else _ACKS0_LINGER_S
                 self._lingering = asyncio.get_running_loop().call_later(
                     linger, self._end_linger)
             else:
@@ -346,8 +347,7 @@ class ClientConnection(asyncio.BufferedProtocol):
             for frame in frames:
                 slot = queue.match_upstream(response_correlation_id(frame))
                 if slot is None:
-                    self._metrics.unsolicited_responses.inc()
-                    self._broker_answers_acks0 = True
+                    self._metrics.unsolicited_response()
                     if self._lingering is not None and not queue.unanswered_waiting:
                         self._end_linger()  # the broker has acted on every acks=0 request
                     continue

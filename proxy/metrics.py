@@ -89,6 +89,12 @@ class ProxyMetrics:
             "Broker responses to acks=0 produces (which expect none), dropped",
             registry=r,
         )
+        # set once any connection saw one: the upstream answers acks=0 (see connection.py)
+        self.upstream_answers_acks0 = False
+
+    def unsolicited_response(self) -> None:
+        self.unsolicited_responses.inc()
+        self.upstream_answers_acks0 = True
 
     def request(self, api_key: int) -> None:
         counts = self._requests

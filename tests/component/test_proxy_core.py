@@ -244,7 +244,9 @@ async def test_upstream_outlives_a_leaving_acks0_client_until_the_broker_answere
 ) -> None:
     """A broker that answers acks=0 (and may drop what it has not processed when the
     connection closes) keeps its connection after the client leaves until the last
-    acks=0 request is answered, past the plain 0.5 s linger; then it is closed."""
+    acks=0 request is answered, past the plain 0.5 s linger; then it is closed. That
+    the broker answers is known from another connection: this client leaves before
+    the first answer."""
     eof_when_answered: list[bool] = []
     broker_ref: list[FakeBroker] = []
 
@@ -256,12 +258,14 @@ async def test_upstream_outlives_a_leaving_acks0_client_until_the_broker_answere
 
     server, broker = await make_proxy(handler)
     broker_ref.append(broker)
-    client = await RawClient.connect(server.bootstrap_port)
-    client.send(produce_frame(1, acks=0))  # answered at once: this broker answers acks=0
+    first = await RawClient.connect(server.bootstrap_port)
+    first.send(produce_frame(1, acks=0))  # answered at once: this broker answers acks=0
     for _ in range(100):
         if metric(server, "rackguard_unsolicited_responses_total", {}) == 1:
             break
         await asyncio.sleep(0.01)
+    first.close()
+    client = await RawClient.connect(server.bootstrap_port)
     client.send(produce_frame(2, acks=0))
     client.close()
     for _ in range(300):
