@@ -184,16 +184,15 @@ class DecisionLedger:
             except Exception:  # noqa: BLE001 - never into the data path; Python retries it
                 self._log_exception("ledger: the C encoder failed; the entry is encoded in "
                                     "Python")
-        if added is None:
-            answer = entry.answer
-            if isinstance(answer, memoryview) and not answer.readonly:
-                entry.answer = memoryview(bytes(answer))  # the writer reads it later
-            self._rows_in += rows
-            self._bytes_in += _held_bytes(entry)
-            self._queue.append(entry)
-        else:
-            self._rows_in += rows
+        self._rows_in += rows
+        if added is not None:
             self._bytes_in += added
+            return
+        answer = entry.answer
+        if isinstance(answer, memoryview) and not answer.readonly:
+            entry.answer = memoryview(bytes(answer))  # the writer reads it later
+        self._bytes_in += _held_bytes(entry)
+        self._queue.append(entry)
 
     def seal(self) -> None:
         """Hand the rows encoded so far to the writer (from the event loop's thread)."""

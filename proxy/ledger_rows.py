@@ -224,11 +224,10 @@ class RowFormatter:
 
     @staticmethod
     def _spans(entry: ProduceEntry) -> list[Span | None]:
-        """Each decision's record-set span (decisions are in request order)."""
+        """Each decision's record-set span (decisions are in request order; the C path
+        reads librdkafka's one-partition shape inline before calling this)."""
         decisions = entry.decisions
         topics = entry.request.topics
-        if len(decisions) == 1 and len(topics) == 1 and len(topics[0].partitions) == 1:
-            return [topics[0].partitions[0].records]  # librdkafka's shape
         spans = [p.records for t in topics for p in t.partitions]
         if len(spans) == len(decisions):
             return spans
