@@ -95,6 +95,15 @@ def encoder(request: pytest.FixtureRequest) -> NativeRows | None:
     return NATIVE_ROWS
 
 
+def one_batch_request(batch: bytes) -> tuple[bytearray, tuple[int, int]]:
+    """A v9 request (one partition of topic 't"ö') to corrupt, and its record-set span."""
+    frame = bytearray(kp_request(9, [("t\"ö", [(0, batch)])]))
+    mv = memoryview(bytes(frame))
+    span = walk_produce_request(mv, parse_request_header(mv)).topics[0].partitions[0].records
+    assert span is not None
+    return frame, span
+
+
 def lines_of(formatter: RowFormatter, e: ProduceEntry) -> tuple[list[dict[str, Any]], bool]:
     out: list[bytes] = []
     readable = formatter.lines(e, out)
@@ -138,10 +147,7 @@ def test_unreadable_batches_and_answers_give_nulls_not_errors(
     encoder: NativeRows | None,
 ) -> None:
     store = store_with((1, 2))
-    frame = bytearray(kp_request(9, [("t\"ö", [(0, make_batch(1))])]))
-    mv = memoryview(bytes(frame))
-    span = walk_produce_request(mv, parse_request_header(mv)).topics[0].partitions[0].records
-    assert span is not None
+    frame, span = one_batch_request(make_batch(1))
     start = span[0]
     frame[start + 8:start + 12] = b"\x7f\xff\xff\xff"  # a batch length past the record set
     e = entry_for(store, bytes(frame), now=100.0)
@@ -157,10 +163,7 @@ def test_a_batch_the_codec_refuses_counts_minus_one_even_with_a_consistent_lengt
     encoder: NativeRows | None,
 ) -> None:
     store = store_with((1, 2))
-    frame = bytearray(kp_request(9, [("t\"ö", [(0, make_batch(3))])]))
-    mv = memoryview(bytes(frame))
-    span = walk_produce_request(mv, parse_request_header(mv)).topics[0].partitions[0].records
-    assert span is not None
+    frame, span = one_batch_request(make_batch(3))
     frame[span[0] + 16] = 1  # magic 1: its length still covers the record set exactly
     rows, _ = lines_of(RowFormatter("x", encoder), entry_for(store, bytes(frame), now=100.0))
     assert (rows[0]["records"], rows[0]["bytes"]) == (-1, span[1] - span[0])
