@@ -289,6 +289,14 @@ def run(args: argparse.Namespace) -> Results:
             peer.restart()
             restarted.append(peer)
             targets.append(Target("tansu-proxy", f"127.0.0.1:{port}", peer.pid))
+
+        def fresh_broker() -> None:
+            """Restart the broker (and Tansu's proxy, whose pid changes with it)."""
+            for restartable in restarted:
+                restartable.restart()
+            if peer is not None:
+                targets[-1].pid = peer.pid
+
         for r in range(args.rounds):
             topic = f"rackguard-bench-{os.getpid()}-{r}"
             order = targets if r % 2 == 0 else list(reversed(targets))
@@ -296,10 +304,7 @@ def run(args: argparse.Namespace) -> Results:
                 for size in args.sizes:
                     # a fresh broker for every measurement: Tansu slows down as its
                     # in-memory log grows, which would favour whoever goes first
-                    for restartable in restarted:
-                        restartable.restart()
-                    if peer is not None:
-                        targets[-1].pid = peer.pid
+                    fresh_broker()
                     cpu0 = cpu_seconds(target.pid) if target.pid else 0.0
                     mb_s, rec_s, sent = throughput(target, topic, size, args.seconds)
                     cpu = (cpu_seconds(target.pid) - cpu0) / (sent / 1e9) if target.pid else None
@@ -308,10 +313,7 @@ def run(args: argparse.Namespace) -> Results:
                     round_trips(target, topic, args.round_trips))
                 print(f"round {r + 1}/{args.rounds} {target.name}: done", file=sys.stderr)
         if ledger_target is not None:
-            for restartable in restarted:  # the last throughput round left a full log
-                restartable.restart()
-            if peer is not None:
-                targets[-1].pid = peer.pid
+            fresh_broker()  # the last throughput round left a full log
             topic = f"rackguard-bench-ledger-{os.getpid()}"
             create_topic(upstream, topic, max(load.partitions for load in args.ledger_loads),
                          -1 if args.bootstrap else 1)
