@@ -71,9 +71,15 @@ class LedgerResults:
     rows_written: int = 0
 
     def summary(self) -> dict[str, dict[str, float]]:
+        """Per load: each target's median CPU and rate, and the extra CPU per checked
+        partition as the median (and quartiles) of each round's ratio, ledger on to off.
+        The two targets of a round run back to back, so the ratio of a pair is not
+        moved by what the machine does between rounds (its neighbours, the broker's
+        state), which the separate medians of a noisy 2-core machine would be."""
         out: dict[str, dict[str, float]] = {}
         for load in dict.fromkeys(s.load for s in self.samples):
             row: dict[str, float] = {}
+            by_round: dict[str, dict[int, float]] = {}
             for target in ("observe", "observe+ledger"):
                 mine = [s for s in self.samples if s.load == load and s.target == target]
                 if mine:
@@ -82,10 +88,16 @@ class LedgerResults:
                         s.achieved_partitions_per_s for s in mine)
                     row[f"{target}_cpu_us_per_partition"] = statistics.median(
                         s.cpu_us_per_partition for s in mine)
-            if "observe_cpu_per_s" in row and "observe+ledger_cpu_per_s" in row:
-                # per checked partition, so a round that reached a lower rate does not skew it
-                row["extra_cpu_ratio"] = (row["observe+ledger_cpu_us_per_partition"]
-                                          / row["observe_cpu_us_per_partition"] - 1)
+                    by_round[target] = {s.round: s.cpu_us_per_partition for s in mine}
+            ratios = [by_round["observe+ledger"][r] / off - 1
+                      for r, off in by_round.get("observe", {}).items()
+                      if r in by_round.get("observe+ledger", {}) and off > 0]
+            if ratios:
+                row["extra_cpu_ratio"] = statistics.median(ratios)
+                low, _, high = (statistics.quantiles(ratios, n=4) if len(ratios) > 1
+                                else (ratios[0],) * 3)
+                row["extra_cpu_q1"], row["extra_cpu_q3"] = low, high
+                row["rounds"] = len(ratios)
             out[load] = row
         return out
 
@@ -205,7 +217,8 @@ def measure(
 
 def table(summary: dict[str, dict[str, float]]) -> str:
     lines = [f"{'ledger load':<16} {'partitions/s':>12}  {'CPU observe':>11}  "
-             f"{'CPU +ledger':>11}  {'us/partition':>12}  {'extra CPU':>9}"]
+             f"{'CPU +ledger':>11}  {'us/partition':>12}  {'extra CPU':>9}  "
+             f"{'quartiles':>15}"]
     for load, row in summary.items():
         if "extra_cpu_ratio" not in row:
             continue
@@ -214,5 +227,6 @@ def table(summary: dict[str, dict[str, float]]) -> str:
         lines.append(
             f"{load:<16} {row['observe+ledger_partitions_per_s']:12.0f}  "
             f"{row['observe_cpu_per_s']:11.1%}  {row['observe+ledger_cpu_per_s']:11.1%}  "
-            f"{per_partition:>12}  {row['extra_cpu_ratio']:+9.1%}")
+            f"{per_partition:>12}  {row['extra_cpu_ratio']:+9.1%}  "
+            f"{row['extra_cpu_q1']:+6.1%}..{row['extra_cpu_q3']:+6.1%}")
     return "\n".join(lines)
