@@ -10,6 +10,11 @@
  * the caller then uses the Python encoder, which stays the reference and
  * handles every case.
  *
+ * ``spans`` is a list of each decision's record-set span ((start, end) or None),
+ * or, when the decisions are every partition of the request in its order, the
+ * request's tuple of TopicData, whose partitions' ``records`` are read here
+ * (no list built per request).
+ *
  * The usual case: the broker's answer (if any) is a well-formed Produce v3-v13
  * response whose partitions are exactly the entry's forwarded decisions, in
  * the same order. Anything else (a malformed, truncated or reordered answer,
@@ -470,6 +475,52 @@ static PyObject *lookup_context(PyObject *contexts, PyObject *make_context, PyOb
     return failed ? NULL : made;
 }
 
+static PyObject *str_partitions, *str_records; /* interned at import */
+
+/* The next partition's record-set span (a new reference), walking the TopicData tuple
+   ``topics``: *topic_at and *part_at are the position, *parts (a new reference) the
+   current topic's partitions. NULL with an exception when the walk runs out or an
+   object is not what a walked request holds. */
+static PyObject *next_walked_span(PyObject *topics, Py_ssize_t *topic_at, PyObject **parts,
+                                  Py_ssize_t *part_at) {
+    while (*parts == NULL || *part_at >= PyTuple_GET_SIZE(*parts)) {
+        Py_CLEAR(*parts);
+        if (*topic_at >= PyTuple_GET_SIZE(topics)) {
+            PyErr_SetString(PyExc_ValueError, "rows(): fewer partitions than decisions");
+            return NULL;
+        }
+        PyObject *found = PyObject_GetAttr(PyTuple_GET_ITEM(topics, *topic_at), str_partitions);
+        if (found == NULL)
+            return NULL;
+        if (!PyTuple_Check(found)) {
+            Py_DECREF(found);
+            PyErr_SetString(PyExc_TypeError, "rows(): a topic's partitions are not a tuple");
+            return NULL;
+        }
+        *parts = found;
+        (*topic_at)++;
+        *part_at = 0;
+    }
+    return PyObject_GetAttr(PyTuple_GET_ITEM(*parts, (*part_at)++), str_records);
+}
+
+/* 1 when the walk left partitions unread, 0 when none, -1 with an exception. */
+static int walked_partitions_left(PyObject *topics, Py_ssize_t topic_at, PyObject *parts,
+                                  Py_ssize_t part_at) {
+    if (parts != NULL && part_at < PyTuple_GET_SIZE(parts))
+        return 1;
+    for (; topic_at < PyTuple_GET_SIZE(topics); topic_at++) {
+        PyObject *rest = PyObject_GetAttr(PyTuple_GET_ITEM(topics, topic_at), str_partitions);
+        if (rest == NULL)
+            return -1;
+        Py_ssize_t left = PyObject_Length(rest);
+        Py_DECREF(rest);
+        if (left != 0)
+            return left < 0 ? -1 : 1;
+    }
+    return 0;
+}
+
 #define N_ARGS 14
 
 /* rows(out, pos, head, wall, req, client, latency_ms, decisions, spans, frame, answer,
@@ -483,8 +534,9 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *out_obj = args[0], *head = args[2], *client = args[5], *latency_obj = args[6];
     PyObject *spans = args[8], *frame_obj = args[9], *answer_obj = args[10];
     PyObject *contexts = args[12], *make_context = args[13];
+    int walk = PyTuple_Check(spans); /* the request's topics, not a list of spans */
     if (!PyByteArray_Check(out_obj) || !PyBytes_Check(head) || !PyBytes_Check(client) ||
-        !PyList_Check(spans) || !PyDict_Check(contexts)) {
+        !(walk || PyList_Check(spans)) || !PyDict_Check(contexts)) {
         PyErr_SetString(PyExc_TypeError, "rows(): bad argument types");
         return NULL;
     }
@@ -503,7 +555,7 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (seq == NULL)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    if (PyList_GET_SIZE(spans) != n) {
+    if (!walk && PyList_GET_SIZE(spans) != n) {
         Py_DECREF(seq);
         PyErr_SetString(PyExc_ValueError, "rows(): one span per decision");
         return NULL;
@@ -515,6 +567,8 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t n_results = 0, cursor = 0;
     PyObject *ret = NULL, *topic_key = NULL, *partitions = NULL;
     PyObject *row_decision = NULL, *row_context = NULL, *row_span = NULL;
+    PyObject *walk_parts = NULL;
+    Py_ssize_t walk_topic = 0, walk_part = 0;
     double last_age = NAN; /* differs from every age: the first row formats its own */
     char age_text[48], latency_text[48];
     size_t age_n = 0, latency_n = 4, prefix_at = 0, prefix_n = 0;
@@ -548,12 +602,17 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         Py_CLEAR(row_decision);
         Py_CLEAR(row_context);
         Py_CLEAR(row_span);
-        if (i >= PySequence_Fast_GET_SIZE(seq) || i >= PyList_GET_SIZE(spans)) {
+        if (i >= PySequence_Fast_GET_SIZE(seq) || (!walk && i >= PyList_GET_SIZE(spans))) {
             PyErr_SetString(PyExc_RuntimeError, "rows(): decisions or spans changed size");
             goto done;
         }
         PyObject *d = row_decision = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
-        row_span = Py_NewRef(PyList_GET_ITEM(spans, i));
+        if (walk) {
+            if ((row_span = next_walked_span(spans, &walk_topic, &walk_parts, &walk_part)) == NULL)
+                goto done;
+        } else {
+            row_span = Py_NewRef(PyList_GET_ITEM(spans, i));
+        }
         if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) < 10) {
             PyErr_SetString(PyExc_TypeError, "rows(): a decision is not a Decision");
             goto done;
@@ -656,6 +715,11 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         put(&out, age_text, age_n);
         PUT_LITERAL(&out, "}\n");
     }
+    if (walk && walked_partitions_left(spans, walk_topic, walk_parts, walk_part) != 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "rows(): more partitions than decisions");
+        goto done;
+    }
     if (cursor != n_results)
         goto decline; /* answers for partitions the entry does not record */
     ret = PyLong_FromSsize_t((Py_ssize_t)out.len);
@@ -669,6 +733,7 @@ done:
     Py_XDECREF(row_decision);
     Py_XDECREF(row_context);
     Py_XDECREF(row_span);
+    Py_XDECREF(walk_parts);
     Py_XDECREF(partitions);
     Py_XDECREF(topic_key);
     PyMem_Free(results);
@@ -698,5 +763,9 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__ledger_native(void) {
+    if (str_partitions == NULL && (str_partitions = PyUnicode_InternFromString("partitions")) == NULL)
+        return NULL;
+    if (str_records == NULL && (str_records = PyUnicode_InternFromString("records")) == NULL)
+        return NULL;
     return PyModule_Create(&module);
 }

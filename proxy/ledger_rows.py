@@ -30,7 +30,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 
 from protocol.primitives import Buffer, ProtocolError
-from protocol.produce import ProduceRequest, Span, TopicKey, record_count
+from protocol.produce import ProduceRequest, Span, TopicData, TopicKey, record_count
 from protocol.produce_results import produce_results
 from proxy.cluster_view import ClusterView
 from proxy.policy import NOT_ENOUGH_REPLICAS, Decision, RackRule, Verdict
@@ -145,8 +145,9 @@ class RowFormatter:
         client = self._clients.get((entry.client_id, entry.peer)) or self._client(entry)
         decisions = entry.decisions
         topics = entry.request.topics
-        if len(decisions) == 1 and len(topics) == 1 and len(topics[0].partitions) == 1:
-            spans = [topics[0].partitions[0].records]  # librdkafka's shape, inline
+        if (len(topics[0].partitions) == len(decisions) if len(topics) == 1
+                else sum(len(t.partitions) for t in topics) == len(decisions)):
+            spans: tuple[TopicData, ...] | list[Span | None] = topics  # C reads them in order
         else:
             spans = self._spans(entry)
         return native(out, pos, self._head, entry.wall, entry.req, client, entry.latency_ms,
@@ -224,8 +225,8 @@ class RowFormatter:
 
     @staticmethod
     def _spans(entry: ProduceEntry) -> list[Span | None]:
-        """Each decision's record-set span (decisions are in request order; the C path
-        reads librdkafka's one-partition shape inline before calling this)."""
+        """Each decision's record-set span (decisions are in request order; the C encoder
+        reads them from the request itself when the decisions are all its partitions)."""
         decisions = entry.decisions
         topics = entry.request.topics
         spans = [p.records for t in topics for p in t.partitions]

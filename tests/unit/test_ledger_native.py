@@ -27,7 +27,7 @@ from protocol.headers import parse_request_header
 from protocol.primitives import encode_uvarint
 from protocol.produce import TopicKey, walk_produce_request
 from proxy.cluster_view import ClusterViewStore
-from proxy.ledger_rows import NATIVE_ROWS, ProduceEntry, RowFormatter
+from proxy.ledger_rows import NATIVE_ROWS, ContextCache, ProduceEntry, RowFormatter
 from proxy.policy import REJECTING, RackRule, decide
 from tests.unit._produce_oracle import kp_request, kp_response, make_batch
 from tests.unit._views import Clock, broker, part, snap, tid, topic
@@ -318,7 +318,9 @@ def test_the_c_encoder_leaks_no_references(answered: bool) -> None:
     reordered = kp_response(9, [(NAMES[0], [{"index": 1, "error_code": 0, "base_offset": 6},
                                             {"index": 0, "error_code": 0, "base_offset": 5}])])
     formatter = RowFormatter("x")
-    watched = [decisions[0], decisions[0].topic_key, decisions[1], mv, e.view]
+    # the encoder walks the request's own partitions here (every one is a decision)
+    watched = [decisions[0], decisions[0].topic_key, decisions[1], mv, e.view,
+               request.topics[0].partitions, request.topics[0].partitions[1].records]
     small, big = bytearray(100), bytearray(1 << 16)
     results = []
 
@@ -343,3 +345,26 @@ def test_the_c_encoder_leaks_no_references(answered: bool) -> None:
     # too small a buffer: -1 (no room); a reordered answer: declined (None)
     assert {small_end for _, small_end in results} == {-1}
     assert any(big_end is None for big_end, _ in results) == answered
+
+
+@needs_c
+@pytest.mark.parametrize("change", ["fewer", "more"])
+def test_walking_the_request_checks_it_holds_one_partition_per_decision(change: str) -> None:
+    """Given the request's topics instead of spans, the C encoder reads one partition per
+    decision; a request with fewer or more partitions than decisions is a caller's bug,
+    raised (the ledger then encodes the entry in Python), never rows paired wrongly."""
+    assert NATIVE_ROWS is not None
+    mv = memoryview(kp_request(9, [(NAMES[0], [(0, make_batch(1)), (1, make_batch(1))]),
+                                   (NAMES[1], [])]))
+    request = walk_produce_request(mv, parse_request_header(mv))
+    decisions = decide(request, REFRESHED.view, RULE, 101.0)
+    decisions = decisions[:1] if change == "more" else [*decisions, decisions[0]]
+    cache = ContextCache(REFRESHED.view, True, None)
+    with pytest.raises(ValueError, match=f"{change} partitions than decisions"):
+        NATIVE_ROWS(bytearray(1 << 16), 0, b"{", 1.0, 1, b"", None, decisions, request.topics,
+                    mv, None, 9, cache.table, cache.make)
+    # the same call with the spans listed is accepted: the walk was the only fault
+    spans = [p.records for t in request.topics for p in t.partitions][:len(decisions)]
+    if change == "more":
+        assert NATIVE_ROWS(bytearray(1 << 16), 0, b"{", 1.0, 1, b"", None, decisions, spans,
+                           mv, None, 9, cache.table, cache.make) > 0
