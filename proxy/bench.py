@@ -335,16 +335,21 @@ def run(args: argparse.Namespace) -> Results:
                     round_trips(target, topic, args.round_trips))
                 print(f"round {r + 1}/{args.rounds} {target.name}: done", file=sys.stderr)
         if ledger_target is not None:
-            fresh_broker()  # the last throughput round left a full log
             topic = f"rackguard-bench-ledger-{os.getpid()}"
-            create_topic(upstream, topic, max(load.partitions for load in args.ledger_loads),
-                         -1 if args.bootstrap else 1)
+            most = max(load.partitions for load in args.ledger_loads)
+
+            def fresh_ledger_topic() -> None:
+                fresh_broker()
+                create_topic(upstream, topic, most, 1)
+
+            if args.bootstrap:  # a cluster of the user's: the topic is made once, kept
+                create_topic(upstream, topic, most, -1)
             observing = next(t for t in targets if t.name == "rackguard-observe")
             results.ledger = measure_ledger(
                 [("observe", observing.bootstrap, observing.pid or 0),
                  ("observe+ledger", ledger_target.bootstrap, ledger_target.pid or 0)],
                 tuple(args.ledger_loads), topic, args.ledger_rounds, args.ledger_seconds,
-                cpu_seconds)
+                cpu_seconds, None if args.bootstrap else fresh_ledger_topic)
             print("ledger rounds: done", file=sys.stderr)
         for target in targets:
             if target.pid:
@@ -418,8 +423,9 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         metavar="PxR,...",
                         help="ledger cost at these loads: P partitions per request, R requests "
                         "per second (default 50x600,1x5000; empty: skip)")
-    parser.add_argument("--ledger-rounds", type=int, default=15,
-                        help="ledger rounds per load, each target once a round (default 15)")
+    parser.add_argument("--ledger-rounds", type=int, default=12,
+                        help="ledger rounds per load, each target once a round, on a "
+                        "restarted broker (default 12)")
     parser.add_argument("--ledger-seconds", type=float, default=2.0,
                         help="seconds per target per ledger round (default 2)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON here")

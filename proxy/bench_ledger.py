@@ -24,6 +24,7 @@ import select
 import socket
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,14 +197,22 @@ def measure(
     rounds: int,
     seconds: float,
     cpu_seconds: Any,
+    fresh_broker: Callable[[], None] | None = None,
 ) -> LedgerResults:
-    """``targets``: (name, bootstrap, proxy pid) for "observe" and "observe+ledger"."""
+    """``targets``: (name, bootstrap, proxy pid) for "observe" and "observe+ledger".
+
+    ``fresh_broker``, when given, restarts the broker and recreates ``topic`` before
+    each round: Tansu's in-memory log grows round after round and the proxies' CPU
+    per partition drifts up with it (by a third over a dozen rounds here)."""
     results = LedgerResults()
     for load in loads:
         frame = produce_frame(topic, load.partitions)
-        for _, bootstrap, _ in targets:  # warm up: connections, metadata, caches
-            drive(bootstrap, frame, min(load.requests_per_s, 200), 0.5)
         for r in range(rounds):
+            if fresh_broker is not None or r == 0:
+                if fresh_broker is not None:
+                    fresh_broker()
+                for _, bootstrap, _ in targets:  # warm up: connections, metadata, caches
+                    drive(bootstrap, frame, min(load.requests_per_s, 200), 0.5)
             order = targets if r % 2 == 0 else list(reversed(targets))
             for name, bootstrap, pid in order:
                 cpu0, t0 = cpu_seconds(pid), time.perf_counter()
