@@ -422,7 +422,7 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--ledger-loads", type=parse_loads, default=list(DEFAULT_LOADS),
                         metavar="PxR,...",
                         help="ledger cost at these loads: P partitions per request, R requests "
-                        "per second (default 50x600,1x5000; empty: skip)")
+                        "per second (default 50x300,1x5000; empty: skip)")
     parser.add_argument("--ledger-rounds", type=int, default=12,
                         help="ledger rounds per load, each target once a round, on a "
                         "restarted broker (default 12)")
