@@ -47,7 +47,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from config.settings import Settings
 from protocol.headers import RequestHeader
-from protocol.primitives import Buffer
 from protocol.produce import ProduceRequest
 from proxy.cluster_view import ClusterView
 from proxy.connection import ClientInfo
@@ -173,8 +172,9 @@ class DecisionLedger:
         go to the writer.
         """
         rows = len(entry.decisions)
-        if (self._rows_in - self._rows_out + rows > self.config.queue_size
-                or self._bytes_in - self._bytes_out > self.config.queue_bytes):
+        config = self.config
+        if (self._rows_in - self._rows_out + rows > config.queue_size
+                or self._bytes_in - self._bytes_out > config.queue_bytes):
             self.metrics.dropped_queue_full.inc(rows)
             return
         added = None
@@ -220,16 +220,17 @@ class DecisionLedger:
         req = next(self._requests)
         wall = self.wall_clock()
         rejected = () if observe else [d for d in decisions if d.verdict in REJECTING]
-        if not rejected:
-            return PendingProduce(self, now, wall, req, header.client_id, client.peer, request,
-                                  held, decisions, view, observe, dedicated_code)
-        self.offer(ProduceEntry(wall, req, header.client_id, client.peer, request, held,
-                                rejected, view, observe, dedicated_code))
-        if len(rejected) == len(decisions):
-            return None
-        forwarded = [d for d in decisions if d.verdict not in REJECTING]
-        return PendingProduce(self, now, wall, req, header.client_id, client.peer, request,
-                              held, forwarded, view, observe, dedicated_code)
+        if rejected:
+            self.offer(ProduceEntry(wall, req, header.client_id, client.peer, request, held,
+                                    rejected, view, observe, dedicated_code))
+            if len(rejected) == len(decisions):
+                return None
+            decisions = [d for d in decisions if d.verdict not in REJECTING]
+        pending = PendingProduce(wall, req, header.client_id, client.peer, request, held,
+                                 decisions, view, observe, dedicated_code)
+        pending.ledger = self  # set here, not by an __init__ of its own: one call less
+        pending.sent_at = now
+        return pending
 
     # ----- lifecycle
     def start(self) -> None:
@@ -391,20 +392,14 @@ class PendingProduce(ProduceEntry):
     """An entry of forwarded partitions, completed from the broker's Produce response.
 
     It is its own response transform (``wrap`` returns it): one object per
-    request, not an entry, a holder and a closure.
+    request, not an entry, a holder and a closure. Made by
+    :meth:`DecisionLedger.record`, which sets ``ledger`` and ``sent_at``.
     """
 
-    __slots__ = ("_ledger", "_sent_at", "_transform")
-
-    def __init__(self, ledger: DecisionLedger, sent_at: float, wall: float, req: int,
-                 client_id: str | None, peer: str, request: ProduceRequest, frame: Buffer,
-                 decisions: Sequence[Decision], view: ClusterView, observe: bool,
-                 dedicated_code: int | None) -> None:
-        ProduceEntry.__init__(self, wall, req, client_id, peer, request, frame, decisions,
-                              view, observe, dedicated_code)
-        self._ledger = ledger
-        self._sent_at = sent_at
-        self._transform: ResponseTransform | None = None
+    __slots__ = ("ledger", "sent_at", "_transform")
+    ledger: DecisionLedger
+    sent_at: float  # the ledger's clock when the request went upstream
+    _transform: ResponseTransform
 
     def wrap(self, transform: ResponseTransform) -> ResponseTransform:
         """``transform`` preceded by recording the broker's answer (same frame, same version)."""
@@ -412,17 +407,15 @@ class PendingProduce(ProduceEntry):
         return self
 
     def __call__(self, frame: memoryview, version: int) -> object:
-        self.complete(frame, version)
-        assert self._transform is not None, "wrap() first"
-        return self._transform(frame, version)
-
-    def complete(self, frame: memoryview, version: int) -> None:
         """Encode and queue the entry's rows with the broker's answer (``frame`` is only
-        read during the call, unless the entry goes to the writer: see ``offer``)."""
+        read during the call, unless the entry goes to the writer: see ``offer``), then
+        the wrapped transform. One frame for both, on every forwarded request."""
+        ledger = self.ledger
         self.answer = frame
         self.version = version
-        self.latency_ms = (self._ledger.clock() - self._sent_at) * 1000
-        self._ledger.offer(self)
+        self.latency_ms = (ledger.clock() - self.sent_at) * 1000
+        ledger.offer(self)
+        return self._transform(frame, version)
 
 
 def _held_bytes(entry: ProduceEntry) -> int:
