@@ -349,7 +349,8 @@ def run(args: argparse.Namespace) -> Results:
                 [("observe", observing.bootstrap, observing.pid or 0),
                  ("observe+ledger", ledger_target.bootstrap, ledger_target.pid or 0)],
                 tuple(args.ledger_loads), topic, args.ledger_rounds, args.ledger_seconds,
-                cpu_seconds, None if args.bootstrap else fresh_ledger_topic)
+                cpu_seconds, None if args.bootstrap else fresh_ledger_topic,
+                args.ledger_record_bytes)
             print("ledger rounds: done", file=sys.stderr)
         for target in targets:
             if target.pid:
@@ -426,6 +427,9 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--ledger-rounds", type=int, default=12,
                         help="ledger rounds per load, each target once a round, on a "
                         "restarted broker (default 12)")
+    parser.add_argument("--ledger-record-bytes", type=int, default=100,
+                        help="the one record per partition of the ledger load (default 100: "
+                        "the least work per partition, so the ledger's largest share)")
     parser.add_argument("--ledger-seconds", type=float, default=2.0,
                         help="seconds per target per ledger round (default 2)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON here")

@@ -2,15 +2,15 @@
 produce partitions, in observe mode, with the decision ledger off and on.
 
 A client library decides for itself how many partitions go into one Produce
-request (librdkafka sends one partition per request, the Java client one
-request per broker with every ready partition), so the load here is made
-exactly: a few connections send pre-encoded acks=all Produce v9 requests, each
-with a one-record batch (100 bytes) for each of ``partitions`` partitions,
-``requests_per_s`` times a second in all, at most ``WINDOW`` in flight per
-connection, and read every answer. The proxy's CPU seconds per wall second are
-compared between the two proxies, alternating rounds, on the same broker and
-topic, per checked partition (a slow broker caps the rate a round reaches, and
-the rate is reported next to them).
+request (librdkafka sends one partition per request, the Java client one request
+per broker with every ready partition), so the load here is made exactly: a few
+connections send pre-encoded acks=all Produce v9 requests, each with a one-
+record batch (100 bytes, or ``record_bytes``) for each of ``partitions``
+partitions, ``requests_per_s`` times a second in all, at most ``WINDOW`` in
+flight per connection, and read every answer. The proxy's CPU seconds per wall
+second are compared between the two proxies, alternating rounds, on the same
+broker and topic, per checked partition (a slow broker caps the rate a round
+reaches, and the rate is reported next to them).
 
 Invariant: the load is the same for both targets (same frame, same pacing);
 every answer is read and any partition error fails the run loudly; nothing
@@ -200,6 +200,7 @@ def measure(
     seconds: float,
     cpu_seconds: Any,
     fresh_broker: Callable[[], None] | None = None,
+    record_bytes: int = 100,
 ) -> LedgerResults:
     """``targets``: (name, bootstrap, proxy pid) for "observe" and "observe+ledger".
 
@@ -208,7 +209,7 @@ def measure(
     per partition drifts up with it (by a third over a dozen rounds here)."""
     results = LedgerResults()
     for load in loads:
-        frame = produce_frame(topic, load.partitions)
+        frame = produce_frame(topic, load.partitions, record_bytes)
         for r in range(rounds):
             if fresh_broker is not None or r == 0:
                 if fresh_broker is not None:
