@@ -4,8 +4,8 @@ produce partitions, in observe mode, with the decision ledger off and on.
 A client library decides for itself how many partitions go into one Produce
 request (librdkafka sends one partition per request, the Java client one request
 per broker with every ready partition), so the load here is made exactly: a few
-connections send pre-encoded acks=all Produce v9 requests, each with a one-
-record batch (100 bytes, or ``record_bytes``) for each of ``partitions``
+connections send pre-encoded acks=all Produce v9 requests, each with a
+one-record batch (100 bytes, or ``record_bytes``) for each of ``partitions``
 partitions, ``requests_per_s`` times a second in all, at most ``WINDOW`` in
 flight per connection, and read every answer. The proxy's CPU seconds per wall
 second are compared between the two proxies, alternating rounds, on the same
