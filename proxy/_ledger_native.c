@@ -763,9 +763,11 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__ledger_native(void) {
-    if (str_partitions == NULL && (str_partitions = PyUnicode_InternFromString("partitions")) == NULL)
-        return NULL;
-    if (str_records == NULL && (str_records = PyUnicode_InternFromString("records")) == NULL)
+    if (str_partitions == NULL)
+        str_partitions = PyUnicode_InternFromString("partitions");
+    if (str_records == NULL)
+        str_records = PyUnicode_InternFromString("records");
+    if (str_partitions == NULL || str_records == NULL)
         return NULL;
     return PyModule_Create(&module);
 }
