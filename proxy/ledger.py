@@ -182,8 +182,8 @@ class DecisionLedger:
             try:
                 added = self._chunks.add(entry, rows)
             except Exception:  # noqa: BLE001 - never into the data path; Python retries it
-                self._log_exception("ledger: the C encoder failed; the entry is encoded in "
-                                    "Python")
+                self._log_error("ledger: the C encoder failed; the entry is encoded in Python",
+                                exc_info=True)
         self._rows_in += rows
         if added is not None:
             self._bytes_in += added
@@ -320,7 +320,8 @@ class DecisionLedger:
                             unreadable += 1
                     except Exception:  # noqa: BLE001 - one entry's rows, not the writer
                         self.metrics.dropped_encode_error.inc(n)
-                        self._log_exception("ledger: %d row(s) could not be encoded", n)
+                        self._log_error("ledger: %d row(s) could not be encoded", n,
+                                        exc_info=True)
                         self._rows_out += n
                         continue
                     lines.extend(entry_lines)
@@ -375,17 +376,13 @@ class DecisionLedger:
         self.metrics.snapshots.inc()
         return written
 
-    def _log_error(self, text: str, *args: object) -> None:
+    def _log_error(self, text: str, *args: object, exc_info: bool = False) -> None:
+        """One line a minute at most (with the traceback of the exception being handled
+        when ``exc_info``)."""
         now = self.clock()
         if now - self._last_error_log >= 60:
             self._last_error_log = now
-            log.error(text, *args)
-
-    def _log_exception(self, text: str, *args: object) -> None:
-        now = self.clock()
-        if now - self._last_error_log >= 60:
-            self._last_error_log = now
-            log.exception(text, *args)
+            log.error(text, *args, exc_info=exc_info)
 
 
 class PendingProduce(ProduceEntry):
