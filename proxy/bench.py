@@ -425,8 +425,8 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="ledger cost at these loads: P partitions per request, R requests "
                         "per second (default 50x300,1x5000; empty: skip)")
     parser.add_argument("--ledger-rounds", type=int, default=12,
-                        help="ledger rounds per load, each target once a round, on a "
-                        "restarted broker (default 12)")
+                        help="ledger rounds per load, each on a restarted broker, each "
+                        "target in mirrored turns within a round (default 12)")
     parser.add_argument("--ledger-record-bytes", type=int, default=100,
                         help="the one record per partition of the ledger load (default 100: "
                         "the least work per partition, so the ledger's largest share)")

@@ -8,9 +8,9 @@ connections send pre-encoded acks=all Produce v9 requests, each with a
 one-record batch (100 bytes, or ``record_bytes``) for each of ``partitions``
 partitions, ``requests_per_s`` times a second in all, at most ``WINDOW`` in
 flight per connection, and read every answer. The proxy's CPU seconds per wall
-second are compared between the two proxies, alternating rounds, on the same
-broker and topic, per checked partition (a slow broker caps the rate a round
-reaches, and the rate is reported next to them).
+second are compared between the two proxies, in mirrored turns within each
+round, on the same broker and topic, per checked partition (a slow broker caps
+the rate a round reaches, and the rate is reported next to them).
 
 Invariant: the load is the same for both targets (same frame, same pacing);
 every answer is read and any partition error fails the run loudly; nothing
@@ -77,9 +77,10 @@ class LedgerResults:
     def summary(self) -> dict[str, dict[str, float]]:
         """Per load: each target's median CPU and rate, and the extra CPU per checked
         partition as the median (and quartiles) of each round's ratio, ledger on to off.
-        The two targets of a round run back to back, so the ratio of a pair is not
-        moved by what the machine does between rounds (its neighbours, the broker's
-        state), which the separate medians of a noisy 2-core machine would be."""
+        The two targets of a round take turns within it, so the ratio of a pair is
+        not moved by what the machine does between rounds (its neighbours, the
+        broker's state), which the separate medians of a noisy 2-core machine would
+        be."""
         out: dict[str, dict[str, float]] = {}
         for load in dict.fromkeys(s.load for s in self.samples):
             row: dict[str, float] = {}
