@@ -3,12 +3,13 @@
  *
  * rows(out, pos, head, wall, req, client, latency_ms, decisions, spans, frame, answer,
  *      version, contexts, make_context)
- * writes the JSON lines of one ledger entry into the bytearray ``out`` from
- * ``pos``, byte for byte what proxy.ledger_rows.RowFormatter.python_lines
- * writes for it, and returns the new end; -1 when ``out`` has no room for them
- * (nothing meaningful was written); None when this entry is not the usual case:
- * the caller then uses the Python encoder, which stays the reference and
- * handles every case.
+ * writes the JSON line of one ledger entry (schema v2: the entry's fields, then
+ * one array per partition) into the bytearray ``out`` from ``pos``, byte for
+ * byte what proxy.ledger_rows.RowFormatter.python_lines writes for it, and
+ * returns the new end (``pos`` for an entry without partitions); -1 when ``out``
+ * has no room for it (nothing meaningful was written); None when this entry is
+ * not the usual case: the caller then uses the Python encoder, which stays the
+ * reference and handles every case.
  *
  * ``spans`` is a list of each decision's record-set span ((start, end) or None),
  * or, when the decisions are every partition of the request in its order, the
@@ -571,7 +572,7 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t walk_topic = 0, walk_part = 0;
     double last_age = NAN; /* differs from every age: the first row formats its own */
     char age_text[48], latency_text[48];
-    size_t age_n = 0, latency_n = 4, prefix_at = 0, prefix_n = 0;
+    size_t age_n = 0, latency_n = 4;
     out_t out = {NULL, (size_t)pos, 0};
 
     /* an export: the bytearray cannot be resized under us while a callback runs */
@@ -596,6 +597,24 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto done;
         if (n_results < 0)
             goto decline;
+    }
+    if (n > 0) { /* the entry's fields, once */
+        size_t head_n = (size_t)PyBytes_GET_SIZE(head);
+        size_t client_n = (size_t)PyBytes_GET_SIZE(client);
+        if (!room(&out, head_n + client_n + latency_n + 120))
+            goto full;
+        put(&out, PyBytes_AS_STRING(head), head_n);
+        size_t ts_n = format_fixed(out.buf + out.len, wall, 1e6, 6);
+        if (ts_n == 0 || ts_n == 4) /* beyond exact integers, or not finite */
+            goto decline;
+        out.len += ts_n;
+        PUT_LITERAL(&out, ",\"req\":");
+        put_int(&out, req);
+        PUT_LITERAL(&out, ",");
+        put(&out, PyBytes_AS_STRING(client), client_n);
+        PUT_LITERAL(&out, "\"latency_ms\":");
+        put(&out, latency_text, latency_n);
+        PUT_LITERAL(&out, ",\"partitions\":[");
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         /* the row's objects are held for the row: a callback (make_context) runs Python */
@@ -648,45 +667,20 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
 
         size_t text_n = (size_t)PyBytes_GET_SIZE(text);
-        if (i == 0) { /* the prefix, written once and copied for the other rows */
-            size_t head_n = (size_t)PyBytes_GET_SIZE(head);
-            size_t client_n = (size_t)PyBytes_GET_SIZE(client);
-            if (!room(&out, head_n + client_n + 80))
-                goto full;
-            prefix_at = out.len;
-            put(&out, PyBytes_AS_STRING(head), head_n);
-            size_t ts_n = format_fixed(out.buf + out.len, wall, 1e6, 6);
-            if (ts_n == 0 || ts_n == 4) /* beyond exact integers, or not finite */
-                goto decline;
-            out.len += ts_n;
-            PUT_LITERAL(&out, ",\"req\":");
-            put_int(&out, req);
-            PUT_LITERAL(&out, ",");
-            put(&out, PyBytes_AS_STRING(client), client_n);
-            prefix_n = out.len - prefix_at;
-        } else {
-            if (!room(&out, prefix_n))
-                goto full;
-            memcpy(out.buf + out.len, out.buf + prefix_at, prefix_n);
-            out.len += prefix_n;
-        }
-        /* the rest of the row: the context, 5 fields of at most 140 bytes, latency, age */
-        if (!room(&out, text_n + 240 + latency_n + age_n))
+        /* the rest of the array: the context, 5 numbers of at most 24 bytes, the age */
+        if (!room(&out, 1 + text_n + 140 + age_n))
             goto full;
+        if (i > 0)
+            PUT_LITERAL(&out, ",");
         put(&out, PyBytes_AS_STRING(text), text_n);
-        const char *row_latency = latency_text;
-        size_t row_latency_n = latency_n;
         if (code_obj != Py_None) { /* the proxy answered this partition itself */
             long long code = PyLong_AsLongLong(code_obj);
             if (code == -1 && PyErr_Occurred())
                 goto done;
-            PUT_LITERAL(&out, "\"wire_error\":");
             put_int(&out, code);
-            PUT_LITERAL(&out, ",\"broker_error\":null,\"base_offset\":null");
-            row_latency = "null";
-            row_latency_n = 4;
+            PUT_LITERAL(&out, ",null,null");
         } else if (!have_answer) {
-            PUT_LITERAL(&out, "\"wire_error\":null,\"broker_error\":null,\"base_offset\":null");
+            PUT_LITERAL(&out, "null,null,null");
         } else {
             if (cursor >= n_results)
                 goto decline;
@@ -698,22 +692,19 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 !key_equals(PyTuple_GET_ITEM(d, 0), res->key, res->key_len))
                 goto decline;
             cursor++;
-            PUT_LITERAL(&out, "\"wire_error\":");
             put_int(&out, res->error);
-            PUT_LITERAL(&out, ",\"broker_error\":");
+            PUT_LITERAL(&out, ",");
             put_int(&out, res->error);
-            PUT_LITERAL(&out, ",\"base_offset\":");
+            PUT_LITERAL(&out, ",");
             put_int(&out, res->offset);
         }
-        PUT_LITERAL(&out, ",\"records\":");
+        PUT_LITERAL(&out, ",");
         put_int(&out, records);
-        PUT_LITERAL(&out, ",\"bytes\":");
+        PUT_LITERAL(&out, ",");
         put_int(&out, size);
-        PUT_LITERAL(&out, ",\"latency_ms\":");
-        put(&out, row_latency, row_latency_n);
-        PUT_LITERAL(&out, ",\"metadata_age_ms\":");
+        PUT_LITERAL(&out, ",");
         put(&out, age_text, age_n);
-        PUT_LITERAL(&out, "}\n");
+        PUT_LITERAL(&out, "]");
     }
     if (walk && walked_partitions_left(spans, walk_topic, walk_parts, walk_part) != 0) {
         if (!PyErr_Occurred())
@@ -722,6 +713,11 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     if (cursor != n_results)
         goto decline; /* answers for partitions the entry does not record */
+    if (n > 0) {
+        if (!room(&out, 3))
+            goto full;
+        PUT_LITERAL(&out, "]}\n");
+    }
     ret = PyLong_FromSsize_t((Py_ssize_t)out.len);
     goto done;
 full:
@@ -750,7 +746,7 @@ done:
 static PyMethodDef methods[] = {
     {"rows", (PyCFunction)(void (*)(void))rows, METH_FASTCALL,
      "rows(out, pos, head, wall, req, client, latency_ms, decisions, spans, frame, answer, "
-     "version, contexts, make_context) -> int | None: one ledger entry's JSON lines written "
+     "version, contexts, make_context) -> int | None: one ledger entry's JSON line written "
      "into the bytearray out from pos; the new end, -1 when out has no room for them, or "
      "None to use the Python encoder."},
     {NULL, NULL, 0, NULL},

@@ -1,7 +1,8 @@
-"""The decision ledger: one JSON Lines row per partition of every rack-checked produce.
+"""The decision ledger: a row per partition of every rack-checked produce, in JSON Lines.
 
 What is recorded: for every ``acks=all`` Produce that the rack check ran on
-(the rule enabled; observe mode included), one row per partition with the
+(the rule enabled; observe mode included), one row per partition (one JSON
+line per request carries its rows: :mod:`proxy.ledger_rows`) with the
 decision, the cluster state it was made on, the record count and bytes of the
 partition's record set (batch headers only, nothing decompressed) and, for
 partitions that went upstream, the broker's error code, base offset and the

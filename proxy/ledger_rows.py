@@ -3,24 +3,29 @@
 The event loop records one :class:`ProduceEntry` per rack-checked request
 (references only: the walked request, its frame, the decisions, the view they
 were made on, and later the broker's answer). :class:`RowFormatter` turns an
-entry into one JSON line per partition (schema v1, the fields ``pipeline/``
-reads): the C encoder ``proxy._ledger_native`` does the usual entry, on the
-event loop, and :meth:`RowFormatter.python_lines`, the reference it must equal
-byte for byte, does the rest, on the writer thread.
+entry into one JSON line (schema v2): the entry's fields (time, request
+number, client, upstream latency) once, and one array per partition, its
+elements named by :data:`PARTITION_FIELDS` (``pipeline/`` reads each array
+as a row of its own). The C encoder ``proxy._ledger_native`` does the usual
+entry, on the event loop, and :meth:`RowFormatter.python_lines`, the
+reference it must equal byte for byte, does the rest, on the writer thread.
+Schema v1 wrote every field on every partition's line: four times the bytes,
+and the writes of those bytes were a third of the ledger's cost.
 
 Invariants:
-- a line is exactly ``json.loads``-equal to the dict of schema v1 fields; it is
+- a line is exactly ``json.loads``-equal to the dict of schema v2 fields; it is
   assembled from pre-encoded fragments because one ``json.dumps`` per row cost
-  more than the whole Produce hook. The fragments: the per-request prefix
-  (time, request number, client), the per-partition context (topic, leader,
-  ISR, racks, rule, decision) cached per (view, partition, verdict), and the
-  per-row tail (codes, offset, records, bytes, latency, metadata age);
+  more than the whole Produce hook. The fragments: the entry's head (time,
+  request number, client, latency), each partition's context (topic, leader,
+  ISR, racks, rule, decision) cached per (view, partition, verdict), and its
+  tail (codes, offset, records, bytes, metadata age);
+- an entry without partitions writes nothing;
 - the frames an entry refers to are immutable (``bytes``-backed memoryviews),
   so reading them on the writer thread is safe;
 - numbers are written from integers (:func:`fixed`), so both encoders write
   the same digits;
-- rows of forwarded partitions carry the broker's code and base offset from its
-  answer, or nulls when the answer could not be read (the caller counts that).
+- partitions that went upstream carry the broker's code and base offset from
+  its answer, or nulls when the answer could not be read (the caller counts that).
 """
 
 from __future__ import annotations
@@ -35,7 +40,12 @@ from protocol.produce_results import produce_results
 from proxy.cluster_view import ClusterView
 from proxy.policy import NOT_ENOUGH_REPLICAS, Decision, RackRule, Verdict
 
-SCHEMA_VERSION = 1
+DECISION_SCHEMA_VERSION = 2
+SNAPSHOT_SCHEMA_VERSION = 1
+PARTITION_FIELDS = ("topic", "partition", "leader", "isr", "isr_racks", "required_racks",
+                    "min_isr", "decision", "reason", "wire_error", "broker_error", "base_offset",
+                    "records", "bytes", "metadata_age_ms")
+"""The elements of each array in a decision line's ``partitions``, in order (schema v2)."""
 FORWARDED = "forwarded"
 REJECTED = "rejected"
 OBSERVED = "observed-would-reject"
@@ -110,8 +120,8 @@ class RowFormatter:
     """
 
     def __init__(self, instance: str, native: NativeRows | None = NATIVE_ROWS) -> None:
-        self._head = (f'{{"v":{SCHEMA_VERSION},"kind":"produce","instance":{_dumps(instance)},'
-                      f'"ts":').encode()
+        self._head = (f'{{"v":{DECISION_SCHEMA_VERSION},"kind":"produce",'
+                      f'"instance":{_dumps(instance)},"ts":').encode()
         self._native = native
         self._clients: dict[tuple[str | None, str], bytes] = {}
         self._caches_view: ClusterView | None = None
@@ -157,6 +167,9 @@ class RowFormatter:
     def python_lines(self, entry: ProduceEntry, out: list[bytes] | list[bytes | memoryview]
                      ) -> bool:
         """:meth:`lines` in Python, for every entry."""
+        decisions = entry.decisions
+        if not decisions:
+            return True
         readable = True
         results: Results = {}
         if entry.answer is not None:
@@ -164,14 +177,15 @@ class RowFormatter:
                 results = produce_results(entry.answer, entry.version)
             except ProtocolError:
                 readable = False
-        prefix = b'%s%s,"req":%d,%s' % (self._head, fixed(entry.wall, 1_000_000, 6), entry.req,
-                                         self._client(entry))
         latency = b"null" if entry.latency_ms is None else fixed(entry.latency_ms, 1000, 3)
         cache = self._contexts_for(entry.view, entry.observe, entry.dedicated_code)
         contexts = cache.table
         frame = entry.frame
         last_age, age_text = math.nan, b"null"  # NaN: the first row formats its age
-        for d, span in zip(entry.decisions, self._spans(entry), strict=True):
+        parts = [b'%s%s,"req":%d,%s"latency_ms":%s,"partitions":[' % (
+            self._head, fixed(entry.wall, 1_000_000, 6), entry.req, self._client(entry),
+            latency)]
+        for d, span in zip(decisions, self._spans(entry), strict=True):
             partitions = contexts.get(d.topic_key)
             if partitions is None:
                 partitions = contexts[d.topic_key] = {}
@@ -185,21 +199,15 @@ class RowFormatter:
                 last_age = d.metadata_age_s
                 age_text = fixed(last_age, 1_000_000, 3)  # milliseconds
             if synthetic_code is not None:
-                out.append(b'%s%s"wire_error":%d,"broker_error":null,"base_offset":null,'
-                           b'"records":%d,"bytes":%d,"latency_ms":null,"metadata_age_ms":%s}\n'
-                           % (prefix, text, synthetic_code, records, size, age_text))
-                continue
-            result = results.get((d.topic_key, d.partition))
-            if result is None:
-                out.append(b'%s%s"wire_error":null,"broker_error":null,"base_offset":null,'
-                           b'"records":%d,"bytes":%d,"latency_ms":%s,"metadata_age_ms":%s}\n'
-                           % (prefix, text, records, size, latency, age_text))
+                codes = b"%d,null,null" % synthetic_code
+            elif (result := results.get((d.topic_key, d.partition))) is None:
+                codes = b"null,null,null"
             else:
-                code, offset = result
-                out.append(b'%s%s"wire_error":%d,"broker_error":%d,"base_offset":%d,'
-                           b'"records":%d,"bytes":%d,"latency_ms":%s,"metadata_age_ms":%s}\n'
-                           % (prefix, text, code, code, offset, records, size, latency,
-                              age_text))
+                codes = b"%d,%d,%d" % (result[0], result[0], result[1])
+            parts.append(b"%s%s,%d,%d,%s]," % (text, codes, records, size, age_text))
+        parts[-1] = parts[-1][:-1]  # no comma after the last partition
+        parts.append(b"]}\n")
+        out.append(b"".join(parts))
         return readable
 
     def _client(self, entry: ProduceEntry) -> bytes:
@@ -259,7 +267,7 @@ class ContextCache:
 def _context(
     d: Decision, view: ClusterView, observe: bool, dedicated_code: int | None
 ) -> tuple[bytes, int | None]:
-    """The row fragment from topic to reason (with a trailing comma), and the synthetic
+    """The partition array's opening from topic to reason (with a trailing comma), and the synthetic
     error code when the proxy answered the partition itself (None when forwarded)."""
     racks = d.isr_racks if d.required_racks > 1 or not d.isr else view.isr_racks(d.isr)
     rejects = d.verdict.rejects
@@ -270,13 +278,9 @@ def _context(
             code = dedicated_code
     else:
         decision = OBSERVED if rejects else FORWARDED
-    fields = {
-        "topic": topic_name(d), "partition": d.partition, "leader": d.leader,
-        "isr": list(d.isr), "isr_racks": list(racks), "required_racks": d.required_racks,
-        "min_isr": d.min_insync_replicas, "decision": decision,
-        "reason": "" if d.verdict is Verdict.PASS else d.verdict.value,
-    }
-    return (_dumps(fields)[1:-1] + ",").encode(), code
+    fields = [topic_name(d), d.partition, d.leader, list(d.isr), list(racks), d.required_racks,
+              d.min_insync_replicas, decision, "" if d.verdict is Verdict.PASS else d.verdict.value]
+    return (_dumps(fields)[:-1] + ",").encode(), code
 
 
 def fixed(x: float, scale: int, digits: int) -> bytes:
@@ -320,7 +324,7 @@ def snapshot_lines(
     interval_s: float,
 ) -> Iterator[str]:
     """One line per broker and one per partition of ``view`` (lazily: the caller paces it)."""
-    base = {"v": SCHEMA_VERSION, "ts": wall, "instance": instance, "snapshot": seq,
+    base = {"v": SNAPSHOT_SCHEMA_VERSION, "ts": wall, "instance": instance, "snapshot": seq,
             "interval_s": interval_s}
     for node_id, rack in sorted(view.racks.items()):
         yield _dumps({**base, "kind": "broker", "node_id": node_id, "rack": rack,

@@ -29,6 +29,7 @@ from proxy.enforcement_metrics import EnforcementMetrics
 from proxy.ledger import OBSERVED, REJECTED, DecisionLedger, LedgerConfig
 from proxy.ledger_files import RotatingJsonl
 from proxy.policy import RackRule
+from tests.unit._ledger_lines import partition_rows
 from tests.unit._produce_oracle import kp_response
 from tests.unit.test_enforcement_hook import (
     BATCHES,
@@ -62,7 +63,7 @@ def ledger_for(play: Playbook, tmp_path: Path, **config: Any) -> tuple[DecisionL
 
 
 def rows_in(paths: list[Path]) -> list[dict[str, Any]]:
-    return [json.loads(line) for p in paths for line in p.read_text().splitlines()]
+    return [row for p in paths for row in partition_rows(p.read_text())]
 
 
 def written(ledger: DecisionLedger) -> dict[tuple[str, int], dict[str, Any]]:
@@ -93,7 +94,7 @@ def test_forwarded_rows_carry_the_brokers_answer(tmp_path: Path, version: int) -
     o0 = rows[("orders", 0)]
     client_id = parse_request_header(memoryview(frame)).client_id
     assert o0["client_id"] == client_id and o0["client_addr"] == CLIENT.peer
-    assert o0["instance"] == "proxy-a" and o0["kind"] == "produce" and o0["v"] == 1
+    assert o0["instance"] == "proxy-a" and o0["kind"] == "produce" and o0["v"] == 2
     assert o0["ts"] == 1_700_000_000.0
     assert (o0["leader"], o0["isr"], o0["isr_racks"]) == (1, [1, 2], ["rack-a", "rack-b"])
     assert (o0["required_racks"], o0["decision"], o0["reason"]) == (2, "forwarded", "")
@@ -244,7 +245,7 @@ def test_writer_thread_writes_rows_and_snapshots(tmp_path: Path) -> None:
     ledger.seal()  # as the app does before stop: no event loop here to seal by timer
     ledger.stop()
     assert [r["decision"] for r in rows_in(ledger.decision_files)] == [REJECTED]
-    snaps = rows_in(ledger.snapshot_files)
+    snaps = [json.loads(line) for p in ledger.snapshot_files for line in p.read_text().splitlines()]
     # one at start, one at stop
     assert registry.get_sample_value("rackguard_ledger_snapshots_total") == 2
     first = [r for r in snaps if r["snapshot"] == 1]

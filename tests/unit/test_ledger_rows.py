@@ -9,7 +9,6 @@ the view they were read from.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +27,7 @@ from proxy.ledger_rows import (
     RowFormatter,
 )
 from proxy.policy import RackRule, decide
+from tests.unit._ledger_lines import partition_rows
 from tests.unit._produce_oracle import kp_request, kp_response, make_batch
 from tests.unit._views import Clock, broker, part, snap, tid, topic
 
@@ -68,7 +68,7 @@ def expected(e: ProduceEntry, records: Sequence[int], results: dict[int, tuple[i
         if rejects:
             code, offset = 19, None
         rows.append({
-            "v": 1, "kind": "produce", "instance": "i/1 \"x\"", "ts": e.wall, "req": e.req,
+            "v": 2, "kind": "produce", "instance": "i/1 \"x\"", "ts": e.wall, "req": e.req,
             "client_id": e.client_id, "client_addr": e.peer,
             "topic": d.topic if d.topic is not None else d.topic_key.hex(),  # type: ignore[union-attr]
             "partition": d.partition, "leader": d.leader, "isr": list(d.isr),
@@ -78,7 +78,7 @@ def expected(e: ProduceEntry, records: Sequence[int], results: dict[int, tuple[i
             "wire_error": code, "broker_error": None if rejects else code,
             "base_offset": offset, "records": n,
             "bytes": 0 if span is None else span[1] - span[0],
-            "latency_ms": None if rejects else latency,
+            "latency_ms": latency,
             "metadata_age_ms": (None if d.metadata_age_s == float("inf")
                                 else pytest.approx(d.metadata_age_s * 1000)),
         })
@@ -109,7 +109,7 @@ def lines_of(formatter: RowFormatter, e: ProduceEntry) -> tuple[list[dict[str, A
     readable = formatter.lines(e, out)
     text = b"".join(out).decode("ascii")
     assert text == "" or text.endswith("\n")
-    return [json.loads(line) for line in text.splitlines()], readable
+    return partition_rows(text), readable
 
 
 @pytest.mark.parametrize("version", [3, 9, 13])
@@ -129,6 +129,21 @@ def test_lines_equal_the_plain_json_encoding(version: int, encoder: NativeRows |
     assert rows[1]["decision"] == OBSERVED
     again, _ = lines_of(formatter, e)  # from the cached fragments
     assert again == rows
+
+
+def test_an_entry_is_one_line_and_an_entry_without_partitions_writes_nothing(
+    encoder: NativeRows | None,
+) -> None:
+    store = store_with((1, 2))
+    frame = kp_request(9, [("t\"ö", [(0, make_batch(1)), (1, make_batch(2))])])
+    e = entry_for(store, frame, now=100.0)
+    out: list[bytes] = []
+    assert RowFormatter("x", encoder).lines(e, out)
+    assert b"".join(out).count(b"\n") == 1 and len(partition_rows(b"".join(out).decode())) == 2
+    e.decisions = []
+    out = []
+    assert RowFormatter("x", encoder).lines(e, out)
+    assert b"".join(out) == b""
 
 
 def test_rejected_rows_unknown_topic_ids_and_null_client(encoder: NativeRows | None) -> None:
