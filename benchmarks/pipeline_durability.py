@@ -3,10 +3,11 @@
     .venv/bin/python benchmarks/pipeline_durability.py --rows 10000000 [--master local[*]]
 
 Writes N decision rows (4 instances, 50 topics x 12 partitions, 24 hours, a
-mix of forwarded / rejected / observed rows and rack counts) plus snapshots
-every 30 s of the same period into a temporary ledger directory, then times
-the durability report (read, aggregate, write the tables and the HTML) in
-local mode. Prints one line per figure. The figure is reported, not asserted.
+mix of forwarded / rejected / observed rows and rack counts) as schema v2
+lines of 1 to 50 partitions each (mostly 10 to 50), plus snapshots every 30 s
+of the same period, into a temporary ledger directory, then times the
+durability report (read, aggregate, write the tables and the HTML) in local
+mode. Prints one line per figure. The figure is reported, not asserted.
 """
 
 from __future__ import annotations
@@ -27,6 +28,29 @@ from pipeline.session import build_session  # noqa: E402
 
 T0 = 1_700_000_000.0
 RACKS = (["rack-a"], ["rack-a", "rack-b"], ["rack-a", "rack-b", "rack-c"])
+ISR_JSON = {len(r): (json.dumps(list(range(1, len(r) + 1)), separators=(",", ":")),
+                     json.dumps(r, separators=(",", ":"))) for r in RACKS}
+HEAD = ('{"v":2,"kind":"produce","instance":"proxy-%d","ts":%.6f,"req":%d,'
+        '"client_id":"app-%d","client_addr":"10.0.0.%d:4000%d","latency_ms":%.3f,'
+        '"partitions":[')
+PARTITION = '["topic-%d",%d,%d,%s,%s,2,2,"%s","%s",%s,%s,%s,%d,%d,%.1f]'
+
+
+def partition_array(rnd: random.Random, k: int) -> str:
+    """Row ``k`` as a v2 partition array (the elements of ``PARTITION_FIELDS``)."""
+    racks = rnd.choices((1, 2, 3), (5, 30, 65))[0]
+    roll = rnd.random()
+    wire, broker, offset = "0", "0", str(k)
+    if racks == 1 and roll < 0.8:
+        decision, reason, wire, broker, offset = ("rejected", "NOT_ENOUGH_RACKS", "19", "null",
+                                                  "null")
+    elif racks == 1:
+        decision, reason = "observed-would-reject", "NOT_ENOUGH_RACKS"
+    else:
+        decision, reason = "forwarded", ""
+    isr, isr_racks = ISR_JSON[racks]
+    return PARTITION % (k % 50, k % 12, 1 + k % 6, isr, isr_racks, decision, reason, wire,
+                        broker, offset, 1 + k % 10, 200 + k % 4000, rnd.random() * 2000)
 
 
 def generate(directory: Path, rows: int, seed: int = 7) -> int:
@@ -36,40 +60,24 @@ def generate(directory: Path, rows: int, seed: int = 7) -> int:
     per_file = 1_000_000
     size = 0
     span = 24 * 3600.0
-    template = ('{"v":1,"kind":"produce","ts":%.3f,"instance":"proxy-%d","req":%d,'
-                '"client_id":"app-%d","client_addr":"10.0.0.%d:4000%d","topic":"topic-%d",'
-                '"partition":%d,"leader":%d,"isr":%s,"isr_racks":%s,"required_racks":2,'
-                '"min_isr":2,"decision":"%s","reason":"%s","wire_error":%s,"broker_error":%s,'
-                '"base_offset":%s,"records":%d,"bytes":%d,"latency_ms":%.3f,'
-                '"metadata_age_ms":%.1f}\n')
-    isr_json = {len(r): (json.dumps(list(range(1, len(r) + 1))), json.dumps(r)) for r in RACKS}
-    written = 0
-    file_no = 0
-    while written < rows:
-        n = min(per_file, rows - written)
+    line_no = 0
+    for file_no, written in enumerate(range(0, rows, per_file)):
+        end = min(written + per_file, rows)
         lines = []
-        for i in range(n):
-            k = written + i
-            racks = rnd.choices((1, 2, 3), (5, 30, 65))[0]
-            roll = rnd.random()
-            wire, broker, offset = "0", "0", str(k)
-            if racks == 1 and roll < 0.8:
-                decision, reason, wire, broker, offset = ("rejected", "NOT_ENOUGH_RACKS", "19",
-                                                          "null", "null")
-            elif racks == 1:
-                decision, reason = "observed-would-reject", "NOT_ENOUGH_RACKS"
-            else:
-                decision, reason = "forwarded", ""
-            isr, isr_racks = isr_json[racks]
-            lines.append(template % (
-                T0 + span * k / rows, k % instances, k // instances, k % 20, k % 250, k % 10,
-                k % 50, k % 12, 1 + k % 6, isr, isr_racks, decision, reason, wire, broker,
-                offset, 1 + k % 10, 200 + k % 4000, 1 + rnd.random() * 5, rnd.random() * 2000))
+        first = written
+        while first < end:
+            n = rnd.randint(10, 50) if rnd.random() < 0.8 else rnd.randint(1, 9)
+            stop = min(first + n, end)
+            lines.append(HEAD % (line_no % instances, T0 + span * first / rows,
+                                 line_no // instances, line_no % 20, line_no % 250, line_no % 10,
+                                 1 + rnd.random() * 5)
+                         + ",".join(partition_array(rnd, k) for k in range(first, stop))
+                         + "]}\n")
+            line_no += 1
+            first = stop
         text = "".join(lines)
         (directory / f"decisions-gen-{file_no:04d}.jsonl").write_text(text)
         size += len(text)
-        written += n
-        file_no += 1
     snaps = []
     for s in range(int(span // 30)):
         for t in range(50):
@@ -109,8 +117,10 @@ def main(argv: list[str] | None = None) -> int:
         spark.stop()
         print(f"durability over {args.rows:,} rows on {args.master}: {took:.1f} s "
               f"({args.rows / took:,.0f} rows/s); tables {counts}")
-        print(f"acked bytes {report.summary['acked_bytes']:,}, share >= 2 racks "
-              f"{report.summary['share_bytes_ge_n']:.4f}")
+        s = report.summary
+        print(f"rows read {s['partition_writes']:,} (+{s['malformed_decision_rows']:,} "
+              f"malformed), acked bytes {s['acked_bytes']:,}, share >= 2 racks "
+              f"{s['share_bytes_ge_n']:.4f}")
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -1,17 +1,21 @@
 """The four reports on a small hand-written ledger whose answers are worked out below.
 
 Invariants under test: figures per topic and hour and overall match hand
-computation; rows of two proxy instances with the same request numbers are
-two requests, not one; malformed lines (not JSON, wrong type, missing field,
-unknown decision, torn snapshot line) are counted, never silently dropped,
-and kept out of every figure; an empty ledger gives zeros, not an error; the
-written outputs (tables, summary.json, report.html with an SVG chart) exist.
+computation, whether the decisions are written as schema v1 lines (one per
+partition) or v2 lines (one per request); rows of two proxy instances with
+the same request numbers are two requests, not one; malformed lines (not
+JSON, wrong type, missing field, unknown decision, torn snapshot line) are
+counted, never silently dropped, and kept out of every figure; an empty
+ledger gives zeros, not an error; the written outputs (tables, summary.json,
+report.html with an SVG chart) exist.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,7 +24,7 @@ import pytest
 
 from pipeline.dump_offsets import write_rows
 from pipeline.jobs import run
-from pipeline.ledger_io import read_ledger
+from pipeline.ledger_io import PARTITION_FIELDS, read_ledger
 from pipeline.reports import audit_loss, durability, placement, whatif
 from pipeline.session import missing_requirement
 
@@ -85,24 +89,44 @@ SNAPSHOTS = [
 BAD_SNAPSHOTS = ['{"kind":"partition","ts":1}', '{"kind":"partition","ts":16999']
 
 
-def write_ledger(d: Path) -> Path:
+LINE_FIELDS = ("instance", "ts", "req", "client_id", "client_addr", "latency_ms")
+Encoder = Callable[[list[dict[str, Any]]], str]
+
+
+def v1_lines(rows: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def v2_lines(rows: list[dict[str, Any]]) -> str:
+    """Schema v2: consecutive rows of one request (same line fields) share a line."""
+    lines = []
+    for key, group in itertools.groupby(rows, lambda r: tuple(r[f] for f in LINE_FIELDS)):
+        parts = list(group)
+        assert all(set(r) == {"v", "kind", *LINE_FIELDS, *PARTITION_FIELDS} for r in parts)
+        lines.append(json.dumps({"v": 2, "kind": "produce",
+                                 **dict(zip(LINE_FIELDS, key, strict=True)),
+                                 "partitions": [[r[f] for f in PARTITION_FIELDS] for r in parts]}))
+    return "".join(line + "\n" for line in lines)
+
+
+def write_ledger(d: Path, encode: Encoder = v1_lines) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     (d / "decisions-A-1.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in PROXY_A) + "\n" + BAD_DECISIONS[0] + "\n")
+        encode(PROXY_A) + "\n" + BAD_DECISIONS[0] + "\n")
     sub = d / "proxy-b"  # files of another instance, in a subdirectory
     sub.mkdir()
     (sub / "decisions-B-1.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in PROXY_B)
-        + "".join(line + "\n" for line in BAD_DECISIONS[1:]))
+        encode(PROXY_B) + "".join(line + "\n" for line in BAD_DECISIONS[1:]))
     (d / "snapshots-A-1.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in SNAPSHOTS) + "\n".join(BAD_SNAPSHOTS))
     (d / "unrelated.txt").write_text("ignored")
     return d
 
 
-@pytest.fixture(scope="module")
-def ledger(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    return read_ledger(spark, [write_ledger(tmp_path_factory.mktemp("ledger"))])
+@pytest.fixture(scope="module", params=[v1_lines, v2_lines], ids=["v1", "v2"])
+def ledger(spark: Any, tmp_path_factory: pytest.TempPathFactory,
+           request: pytest.FixtureRequest) -> Any:
+    return read_ledger(spark, [write_ledger(tmp_path_factory.mktemp("ledger"), request.param)])
 
 
 def by_key(df: Any, *keys: str) -> dict[Any, dict[str, Any]]:
