@@ -3,8 +3,8 @@
 Decision lines come in two schemas, read together into the same rows (one per
 partition, the v1 columns and ``malformed``): v1 writes one line per
 partition with every field named; v2 writes one line per recorded request, its
-fields once and each partition as an array of :data:`PARTITION_FIELDS`, in
-that order.
+fields once and each partition as an array of the proxy's
+``proxy.ledger_rows.PARTITION_FIELDS``, in that order.
 
 Invariant: every line read is either a valid row or counted as malformed
 (``malformed`` column true), never silently dropped: a line that is not JSON,
@@ -40,13 +40,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from proxy.ledger_rows import FORWARDED, OBSERVED, PARTITION_FIELDS, REJECTED
+
 CORRUPT = "_corrupt_record"
-DECISIONS = ("forwarded", "rejected", "observed-would-reject")
-PARTITION_FIELDS = ("topic", "partition", "leader", "isr", "isr_racks", "required_racks",
-                    "min_isr", "decision", "reason", "wire_error", "broker_error", "base_offset",
-                    "records", "bytes", "metadata_age_ms")
-"""The elements of each array in a v2 decision line's ``partitions``, in order (the
-proxy's ``proxy.ledger_rows.PARTITION_FIELDS``)."""
+DECISIONS = (FORWARDED, REJECTED, OBSERVED)
 _LINE_REQUIRED = ("ts", "instance", "req")
 _PARTITION = "_partition"
 

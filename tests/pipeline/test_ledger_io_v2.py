@@ -65,12 +65,6 @@ def rows_of(ledger: Any) -> list[dict[str, Any]]:
     return sorted((r.asDict() for r in ledger.decisions.collect()), key=repr)
 
 
-def test_partition_fields_are_the_proxys() -> None:
-    from proxy.ledger_rows import PARTITION_FIELDS as PROXY_FIELDS
-
-    assert PARTITION_FIELDS == PROXY_FIELDS
-
-
 def test_a_v2_line_is_one_v1_row_per_partition(spark: Any, tmp_path: Path) -> None:
     (tmp_path / "decisions-i-1.jsonl").write_text(
         '{"v":2,"kind":"produce","instance":"i","ts":1700000000.123456,"req":3,"client_id":"c",'
