@@ -216,6 +216,7 @@ def measure(
     each round: Tansu's in-memory log grows round after round and the proxies' CPU
     per partition drifts up with it (by a third over a dozen rounds here)."""
     results = LedgerResults()
+    names = [name for name, _, _ in targets]
     for load in loads:
         frame = produce_frame(topic, load.partitions, record_bytes)
         for r in range(rounds):
@@ -224,7 +225,6 @@ def measure(
                     fresh_broker()
                 for _, bootstrap, _ in targets:  # warm up: connections, metadata, caches
                     drive(bootstrap, frame, min(load.requests_per_s, 200), 0.5)
-            names = [name for name, _, _ in targets]
             cpu, wall = dict.fromkeys(names, 0.0), dict.fromkeys(names, 0.0)
             answered = dict.fromkeys(names, 0)
             for turn in range(slices):
