@@ -62,6 +62,11 @@ from proxy.ledger_rows import (
     RowFormatter,
     snapshot_lines,
 )
+
+try:
+    from proxy._ledger_native import Pending, Sink
+except ImportError:  # built without a C compiler: PendingProduce, in Python
+    Pending = Sink = None
 from proxy.pacing import Pacer
 from proxy.policy import REJECTING, Decision, RackRule
 from proxy.response_queue import ResponseTransform
@@ -139,15 +144,19 @@ class DecisionLedger:
         self._rule_source = rule_source
         # sealed chunks of encoded rows, or entries the writer encodes in Python
         self._queue: collections.deque[Chunk | ProduceEntry] = collections.deque()
-        # each counter is written by one thread only: *_in by the loop, *_out by the writer
-        self._rows_in = self._rows_out = 0
-        self._bytes_in = self._bytes_out = 0
+        self._encoder = RowFormatter(config.instance_id)  # the event loop's (C only)
+        # the C completion path's state; its counters are the queue's (see QueueCounts)
+        self._sink = (Sink(self.offer, clock, config.flush_interval_s, config.queue_size,
+                           config.queue_bytes)
+                      if Sink is not None and NATIVE_ROWS is not None else None)
+        self._counts = self._sink if self._sink is not None else QueueCounts()
+        if self._sink is not None:
+            self._encoder.attach(self._sink)
         self._requests = itertools.count(1)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._encoder = RowFormatter(config.instance_id)  # the event loop's (C only)
         self._chunks = (RowChunks(self._encoder.native_into, self._queue.append,
-                                  config.flush_interval_s, clock)
+                                  config.flush_interval_s, clock, sink=self._sink)
                         if NATIVE_ROWS is not None else None)
         self._formatter = RowFormatter(config.instance_id)  # the writer thread's
         self._decisions = RotatingJsonl(config.directory, DECISION_FILE_PREFIX,
@@ -159,7 +168,8 @@ class DecisionLedger:
         self._snapshot_seq = itertools.count(1)
         self._next_snapshot = 0.0
         self._last_error_log = -1e9
-        self.metrics.queue_depth.set_function(lambda: self._rows_in - self._rows_out)
+        counts = self._counts
+        self.metrics.queue_depth.set_function(lambda: counts.rows_in - counts.rows_out)
 
     # ----- event-loop side (cheap, never blocks)
     def offer(self, entry: ProduceEntry) -> None:
@@ -174,8 +184,9 @@ class DecisionLedger:
         """
         rows = len(entry.decisions)
         config = self.config
-        if (self._rows_in - self._rows_out + rows > config.queue_size
-                or self._bytes_in - self._bytes_out > config.queue_bytes):
+        counts = self._counts
+        if (counts.rows_in - counts.rows_out + rows > config.queue_size
+                or counts.bytes_in - counts.bytes_out > config.queue_bytes):
             self.metrics.dropped_queue_full.inc(rows)
             return
         added = None
@@ -185,14 +196,14 @@ class DecisionLedger:
             except Exception:  # noqa: BLE001 - never into the data path; Python retries it
                 self._log_error("ledger: the C encoder failed; the entry is encoded in Python",
                                 exc_info=True)
-        self._rows_in += rows
+        counts.rows_in += rows
         if added is not None:
-            self._bytes_in += added
+            counts.bytes_in += added
             return
         answer = entry.answer
         if isinstance(answer, memoryview) and not answer.readonly:
             entry.answer = memoryview(bytes(answer))  # the writer reads it later
-        self._bytes_in += _held_bytes(entry)
+        counts.bytes_in += _held_bytes(entry)
         self._queue.append(entry)
 
     def seal(self) -> None:
@@ -211,7 +222,7 @@ class DecisionLedger:
         observe: bool,
         dedicated_code: int | None,
         now: float,
-    ) -> PendingProduce | None:
+    ) -> PendingProduce | None:  # (or its C twin, proxy._ledger_native.Pending)
         """Queue the rows of partitions the proxy answers itself; hold the rest.
 
         Returns the pending rows of the partitions that go upstream (None when
@@ -227,6 +238,9 @@ class DecisionLedger:
             if len(rejected) == len(decisions):
                 return None
             decisions = [d for d in decisions if d.verdict not in REJECTING]
+        if self._sink is not None:
+            return Pending(wall, req, header.client_id, client.peer, request, held,
+                           decisions, view, observe, dedicated_code, self._sink, now)
         pending = PendingProduce(wall, req, header.client_id, client.peer, request, held,
                                  decisions, view, observe, dedicated_code)
         pending.ledger = self  # set here, not by an __init__ of its own: one call less
@@ -256,7 +270,7 @@ class DecisionLedger:
     @property
     def queued_bytes(self) -> int:
         """Bytes held by queued rows: their text, or the frames of entries not yet encoded."""
-        return self._bytes_in - self._bytes_out
+        return self._counts.bytes_in - self._counts.bytes_out
 
     @property
     def decision_files(self) -> list[Path]:
@@ -298,6 +312,7 @@ class DecisionLedger:
         """Write what is queued (the writer thread); returns the rows written."""
         written = 0
         queue = self._queue
+        counts = self._counts
         lines_of = self._formatter.python_lines
         pause = Pacer()  # the event loop gets the GIL (and the CPU) every millisecond
         while queue:
@@ -306,15 +321,14 @@ class DecisionLedger:
             rows = unreadable = 0
             while queue and rows < batch_rows:
                 item = queue.popleft()
-                if type(item) is Chunk:
+                if isinstance(item, Chunk):
                     lines.append(memoryview(item.buf)[:item.end])
                     chunks.append(item)
                     n = item.rows
-                    self._bytes_out += item.end
-                else:
-                    assert isinstance(item, ProduceEntry)
+                    counts.bytes_out += item.end
+                else:  # a ProduceEntry, or a C Pending (the same fields)
                     n = len(item.decisions)
-                    self._bytes_out += _held_bytes(item)
+                    counts.bytes_out += _held_bytes(item)
                     entry_lines: list[bytes] = []
                     try:
                         if not lines_of(item, entry_lines):
@@ -323,11 +337,11 @@ class DecisionLedger:
                         self.metrics.dropped_encode_error.inc(n)
                         self._log_error("ledger: %d row(s) could not be encoded", n,
                                         exc_info=True)
-                        self._rows_out += n
+                        counts.rows_out += n
                         continue
                     lines.extend(entry_lines)
                 rows += n
-                self._rows_out += n
+                counts.rows_out += n
                 pause()
             if unreadable:
                 self.metrics.response_parse_errors.inc(unreadable)
@@ -414,6 +428,17 @@ class PendingProduce(ProduceEntry):
         self.latency_ms = (ledger.clock() - self.sent_at) * 1000
         ledger.offer(self)
         return self._transform(frame, version)
+
+
+class QueueCounts:
+    """The queue's counters where the C module was not built (its Sink holds them
+    otherwise). Each is written by one thread only: ``*_in`` by the event loop,
+    ``*_out`` by the writer."""
+
+    __slots__ = ("rows_in", "rows_out", "bytes_in", "bytes_out")
+
+    def __init__(self) -> None:
+        self.rows_in = self.rows_out = self.bytes_in = self.bytes_out = 0
 
 
 def _held_bytes(entry: ProduceEntry) -> int:

@@ -9,16 +9,22 @@ chunks come back to a small pool. A fresh bytes object per request instead,
 freed on the other thread in batches, made the allocator return memory to the
 system and fault it back in: a measurable share of the ledger's cost.
 
+With a ``sink`` (``proxy._ledger_native.Sink``), the open chunk is also
+published as ``sink.chunk`` while adds may bypass :meth:`RowChunks.add`: the C
+completion path then adds a usual entry's line to it directly, and leaves
+everything else (a full or old chunk, a declined entry) to ``add``.
+
 Invariants: the open chunk is touched by the thread that adds rows only (the
 event loop); a sealed chunk belongs to the writer until it calls
-:meth:`RowChunks.release`; the bytes of a chunk past ``end`` mean nothing.
+:meth:`RowChunks.release`, and is never ``sink.chunk``; the bytes of a chunk
+past ``end`` mean nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 CHUNK_BYTES = 1 << 20
 _POOLED_CHUNKS = 8
@@ -28,7 +34,10 @@ Encode = Callable[[Any, bytearray, int], "int | None"]
 fit, or None when the encoder declines (nothing is added)."""
 
 
-class Chunk:
+class PyChunk:
+    """A chunk's fields; ``proxy._ledger_native.Chunk`` has the same, in C, where it was
+    built (the C completion path updates ``end`` and ``rows`` in place)."""
+
     __slots__ = ("buf", "end", "rows", "opened")
 
     def __init__(self, buf: bytearray, opened: float) -> None:
@@ -38,12 +47,23 @@ class Chunk:
         self.opened = opened
 
 
+if TYPE_CHECKING:
+    Chunk = PyChunk
+else:
+    try:
+        from proxy._ledger_native import Chunk
+    except ImportError:
+        Chunk = PyChunk
+
+
 class RowChunks:
     """The open chunk and the pool; ``sealed`` receives each sealed chunk (the queue)."""
 
     def __init__(self, encode: Encode, sealed: Callable[[Chunk], None], seal_after: float,
-                 clock: Callable[[], float], chunk_bytes: int = CHUNK_BYTES) -> None:
+                 clock: Callable[[], float], chunk_bytes: int = CHUNK_BYTES,
+                 sink: Any = None) -> None:
         self._encode = encode
+        self._sink = sink
         self._sealed = sealed
         self._seal_after = seal_after
         self._clock = clock
@@ -82,11 +102,13 @@ class RowChunks:
             chunk.buf = bytearray(len(chunk.buf) * 4)
             end = encode(entry, chunk.buf, 0)
         if end is None:
+            self._publish()
             return None
         chunk.end = end
         chunk.rows += rows
         if timer is None and not self._without_loop:
             self._arm()
+        self._publish()
         return end - start
 
     def seal(self) -> None:
@@ -94,11 +116,19 @@ class RowChunks:
         chunk = self._open
         if chunk is not None and chunk.rows:
             self._open = None
+            self._publish()
             self._sealed(chunk)
 
     def release(self, chunk: Chunk) -> None:
         """A written chunk's buffer, back to the pool (the writer thread)."""
         self._pool_buffer(chunk.buf)
+
+    def _publish(self) -> None:
+        """The open chunk to the sink, while a timer (or, without a loop, the adds
+        themselves) will seal it by age."""
+        if self._sink is not None:
+            self._sink.chunk = (self._open if self._timer is not None or self._without_loop
+                                else None)
 
     def _pool_buffer(self, buf: bytearray) -> None:
         if len(buf) == self._chunk_bytes and len(self._pool) < _POOLED_CHUNKS:
@@ -120,3 +150,4 @@ class RowChunks:
     def _on_timer(self) -> None:
         self._timer = None
         self.seal()
+        self._publish()  # (an empty chunk stays open, but has no timer now)

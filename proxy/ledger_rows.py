@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from protocol.primitives import Buffer, ProtocolError
 from protocol.produce import ProduceRequest, Span, TopicData, TopicKey, record_count
@@ -128,6 +129,15 @@ class RowFormatter:
         self._caches_view: ClusterView | None = None
         self._caches: dict[tuple[bool, int | None], ContextCache] = {}
         self._cache: ContextCache | None = None  # the last one used
+        self._sink: Any = None
+
+    def attach(self, sink: Any) -> None:
+        """Share this formatter's line head, client cache and current context cache with
+        a ``proxy._ledger_native.Sink`` (the C completion path): :meth:`native_into`
+        publishes the context cache it uses to it (the event loop's formatter only)."""
+        sink.head = self._head
+        sink.clients = self._clients
+        self._sink = sink
 
     def lines(self, entry: ProduceEntry, out: list[bytes]) -> bool:
         """Append the entry's rows to ``out``; False when the broker's answer was unreadable."""
@@ -161,9 +171,15 @@ class RowFormatter:
             spans: tuple[TopicData, ...] | list[Span | None] = topics  # C reads them in order
         else:
             spans = self._spans(entry)
-        return native(out, pos, self._head, entry.wall, entry.req, client, entry.latency_ms,
-                      decisions, spans, entry.frame, entry.answer, entry.version, cache.table,
-                      cache.make)
+        end: int | None = native(out, pos, self._head, entry.wall, entry.req, client,
+                                 entry.latency_ms, decisions, spans, entry.frame, entry.answer,
+                                 entry.version, cache.table, cache.make)
+        sink = self._sink
+        if sink is not None:
+            sink.view, sink.observe, sink.dedicated = cache.view, cache.observe, cache.dedicated
+            sink.table, sink.make = cache.table, cache.make
+            sink.made_left = _MAX_CACHED_CONTEXTS - cache.made
+        return end
 
     def python_lines(self, entry: ProduceEntry, out: list[bytes] | list[bytes | memoryview]
                      ) -> bool:
