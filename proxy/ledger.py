@@ -24,7 +24,8 @@ Invariants:
   the usual entry's line to the open chunk without running Python (its
   ``Sink`` holds the queue's counters and what it needs of the encoder's
   caches); anything else it hands to :meth:`DecisionLedger.offer`, the path
-  every entry took before (measured: about 3 us less per request).
+  every entry took before (in one thread, 1.3 us instead of 4.3 us for a
+  one-partition request's ledger work).
   An entry the C encoder declines (an unusual answer) or that finds it not
   built is queued as it is and encoded in Python on the writer thread. File
   I/O, rotation and snapshots happen on the writer thread, in batches;
@@ -67,14 +68,14 @@ from proxy.ledger_rows import (
     RowFormatter,
     snapshot_lines,
 )
+from proxy.pacing import Pacer
+from proxy.policy import REJECTING, Decision, RackRule
+from proxy.response_queue import ResponseTransform
 
 try:
     from proxy._ledger_native import Pending, Sink
 except ImportError:  # built without a C compiler: PendingProduce, in Python
     Pending = Sink = None
-from proxy.pacing import Pacer
-from proxy.policy import REJECTING, Decision, RackRule
-from proxy.response_queue import ResponseTransform
 
 __all__ = ["FORWARDED", "OBSERVED", "REJECTED", "DecisionLedger", "LedgerConfig",
            "PendingProduce", "ledger_from_settings"]
