@@ -23,6 +23,7 @@
  */
 #include "_ledger_native.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <structmember.h>
 
@@ -78,7 +79,8 @@ typedef struct {
     double seal_after;
     long long rows_in, bytes_in, rows_out, bytes_out, max_rows, max_bytes, fast_entries;
     PyObject *head, *clients, *view, *observe, *dedicated, *table, *make;
-    long long made_left;
+    long long made_left, prepared_entries;
+    PyObject *scratch; /* a bytearray lines are prepared in (not shown to Python) */
 } Sink;
 
 static PyTypeObject SinkType;
@@ -90,6 +92,7 @@ static int sink_traverse(Sink *self, visitproc visit, void *arg) {
 #define VISIT(f) Py_VISIT(self->f);
     SINK_OBJECTS(VISIT)
 #undef VISIT
+    Py_VISIT(self->scratch);
     return 0;
 }
 
@@ -97,6 +100,7 @@ static int sink_clear(Sink *self) {
 #define CLEAR(f) Py_CLEAR(self->f);
     SINK_OBJECTS(CLEAR)
 #undef CLEAR
+    Py_CLEAR(self->scratch);
     return 0;
 }
 
@@ -143,6 +147,8 @@ static PyMemberDef sink_members[] = {
     {"max_bytes", T_LONGLONG, offsetof(Sink, max_bytes), 0, "the queue's bound in bytes"},
     {"fast_entries", T_LONGLONG, offsetof(Sink, fast_entries), 0,
      "entries the fast path added"},
+    {"prepared_entries", T_LONGLONG, offsetof(Sink, prepared_entries), 0,
+     "entries encoded, but for the answer, when they were recorded"},
     {"head", T_OBJECT, offsetof(Sink, head), 0, "the line's opening (bytes)"},
     {"clients", T_OBJECT, offsetof(Sink, clients), 0,
      "{(client_id, peer): fragment}, the encoder's client cache"},
@@ -178,6 +184,9 @@ typedef struct {
     PyObject *client_id, *peer, *request, *frame, *decisions, *view, *observe,
         *dedicated_code, *answer, *latency_ms, *ledger, *transform;
     vectorcallfunc vectorcall;
+    Py_ssize_t rows;    /* the entry's partitions */
+    PyObject *prepared; /* the line without the answer (bytes), or NULL */
+    rg_prep_t prep;     /* where the answer goes in it */
 } Pending;
 
 #define PENDING_OBJECTS(X) X(client_id) X(peer) X(request) X(frame) X(decisions) X(view) \
@@ -193,10 +202,25 @@ static int pending_traverse(Pending *self, visitproc visit, void *arg) {
     return 0;
 }
 
+static void prep_release(rg_prep_t *prep) {
+    for (Py_ssize_t i = 0; i < prep->n; i++)
+        Py_CLEAR(prep->holes[i].key);
+    prep->n = 0;
+}
+
+static void drop_prepared(Pending *self) {
+    Py_CLEAR(self->prepared);
+    prep_release(&self->prep);
+    PyMem_Free(self->prep.holes);
+    self->prep.holes = NULL;
+    self->prep.cap = 0;
+}
+
 static int pending_clear(Pending *self) {
 #define CLEAR(f) Py_CLEAR(self->f);
     PENDING_OBJECTS(CLEAR)
 #undef CLEAR
+    drop_prepared(self);
     return 0;
 }
 
@@ -222,6 +246,83 @@ static Py_ssize_t walked_partitions(PyObject *topics) {
     return total;
 }
 
+/* The entry's view is the one the published contexts were made for, and its client is
+   known: a new reference to the client's fragment; else NULL (with an exception, or
+   without: the Python path does the entry). */
+static PyObject *usual_client(Sink *sink, Pending *e) {
+    if (e->view != sink->view || e->observe != sink->observe ||
+        e->dedicated_code != sink->dedicated || sink->made_left <= 0 ||
+        e->decisions == NULL || !PyList_Check(e->decisions) || sink->clients == NULL ||
+        !PyDict_Check(sink->clients) || sink->head == NULL || !PyBytes_Check(sink->head) ||
+        sink->table == NULL || !PyDict_Check(sink->table) || sink->make == NULL ||
+        e->client_id == NULL || e->peer == NULL || e->request == NULL || e->frame == NULL)
+        return NULL;
+    PyObject *key = PyTuple_Pack(2, e->client_id, e->peer);
+    if (key == NULL)
+        return NULL;
+    PyObject *client = PyDict_GetItemWithError(sink->clients, key);
+    Py_DECREF(key);
+    return Py_XNewRef(client);
+}
+
+/* The request's TopicData tuple when its partitions are exactly the entry's decisions (a
+   new reference), else NULL (with an exception, or without: the Python path maps them). */
+static PyObject *walked_topics(Pending *e) {
+    PyObject *topics = PyObject_GetAttr(e->request, str_topics);
+    if (topics == NULL)
+        return NULL;
+    if (PyTuple_Check(topics) && walked_partitions(topics) == PyList_GET_SIZE(e->decisions))
+        return topics;
+    Py_DECREF(topics);
+    return NULL;
+}
+
+/* Encode the entry, but for the broker's answer, into e->prepared when it is recorded,
+   and let go of the request's objects (its walk, frame and decisions): held for a
+   round trip, they kept the allocator from reusing warm memory for the next requests,
+   which cost more than the encoding. Nothing when it cannot (the entry is then encoded
+   whole when the answer comes, by the C path or the Python one); never an exception. */
+static void prepare(Pending *e, Sink *sink) {
+    PyObject *client = usual_client(sink, e), *topics = NULL;
+    if (client == NULL || e->rows == 0 || (topics = walked_topics(e)) == NULL)
+        goto done;
+    e->prep.holes = PyMem_Calloc((size_t)e->rows, sizeof(rg_hole_t));
+    if (e->prep.holes == NULL)
+        goto done;
+    e->prep.cap = e->rows;
+    if (sink->scratch == NULL &&
+        (sink->scratch = PyByteArray_FromStringAndSize(NULL, 1 << 16)) == NULL)
+        goto done;
+    for (;;) {
+        long long made = 0;
+        Py_ssize_t end = rg_encode_entry(sink->scratch, 0, sink->head, e->wall, e->req, client,
+                                         NAN, e->decisions, topics, e->frame, Py_None, 0,
+                                         sink->table, sink->make, &made, &e->prep);
+        sink->made_left -= made;
+        if (end == ENC_FULL) {
+            prep_release(&e->prep);
+            if (PyByteArray_Resize(sink->scratch, PyByteArray_GET_SIZE(sink->scratch) * 4) < 0)
+                break;
+            continue;
+        }
+        if (end >= 0 && e->prep.n == e->rows)
+            e->prepared = PyBytes_FromStringAndSize(PyByteArray_AS_STRING(sink->scratch), end);
+        break;
+    }
+done:
+    PyErr_Clear();
+    Py_XDECREF(topics);
+    Py_XDECREF(client);
+    if (e->prepared == NULL) {
+        drop_prepared(e);
+        return;
+    }
+    sink->prepared_entries++;
+    Py_SETREF(e->request, Py_NewRef(Py_None));
+    Py_SETREF(e->frame, Py_NewRef(Py_None));
+    Py_SETREF(e->decisions, Py_NewRef(Py_None));
+}
+
 /* 1: the entry's line was added to the sink's open chunk; 0: it was not (the Python path
    must do the entry); -1: an exception (nothing counted). */
 static int fast_add(Sink *sink, Pending *e, double now, double latency) {
@@ -231,63 +332,45 @@ static int fast_add(Sink *sink, Pending *e, double now, double latency) {
     Chunk *chunk = (Chunk *)chunk_obj;
     if (!(now - chunk->opened < sink->seal_after) || !PyByteArray_Check(chunk->buf))
         return 0;
-    if (e->view != sink->view || e->observe != sink->observe ||
-        e->dedicated_code != sink->dedicated || sink->made_left <= 0 ||
-        !PyList_Check(e->decisions) || sink->clients == NULL || !PyDict_Check(sink->clients) ||
-        sink->head == NULL || !PyBytes_Check(sink->head) || sink->table == NULL ||
-        !PyDict_Check(sink->table) || sink->make == NULL ||
-        e->client_id == NULL || e->peer == NULL || e->request == NULL || e->frame == NULL)
-        return 0;
-    Py_ssize_t n = PyList_GET_SIZE(e->decisions);
+    Py_ssize_t n = e->rows;
     if (sink->rows_in - sink->rows_out + n > sink->max_rows ||
         sink->bytes_in - sink->bytes_out > sink->max_bytes)
         return 0; /* the Python path counts the drop */
-    PyObject *key = PyTuple_Pack(2, e->client_id, e->peer);
-    if (key == NULL)
-        return -1;
-    PyObject *client = PyDict_GetItemWithError(sink->clients, key);
-    Py_DECREF(key);
-    if (client == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    Py_INCREF(client);
-    PyObject *topics = PyObject_GetAttr(e->request, str_topics);
-    if (topics == NULL) {
-        Py_DECREF(client);
-        return -1;
-    }
-    int ok = 0;
-    if (PyTuple_Check(topics)) {
-        Py_ssize_t walked = walked_partitions(topics);
-        if (walked == n) { /* else: some partitions only, the Python path maps them */
-            Chunk *held = (Chunk *)Py_NewRef(chunk); /* make_context runs Python */
-            PyObject *buf = Py_NewRef(chunk->buf);
-            Py_ssize_t start = chunk->end;
-            long long made = 0;
-            Py_ssize_t end = rg_encode_entry(buf, start, sink->head, e->wall, e->req, client,
-                                             latency, e->decisions, topics, e->frame,
-                                             e->answer, e->version, sink->table, sink->make,
-                                             &made);
-            sink->made_left -= made;
-            if (end >= 0 && sink->chunk == (PyObject *)held && held->buf == buf &&
-                held->end == start) {
-                held->end = end;
-                held->rows += n;
-                sink->rows_in += n;
-                sink->bytes_in += end - start;
-                sink->fast_entries++;
-                ok = 1;
-            } else if (end == ENC_ERROR) {
-                ok = -1;
-            }
-            Py_DECREF(buf);
-            Py_DECREF(held);
-        } else if (walked < 0 && PyErr_Occurred()) {
-            ok = -1;
+    Py_ssize_t start = chunk->end, end;
+    if (e->prepared != NULL) {
+        end = rg_finish_prepared(PyBytes_AS_STRING(e->prepared), PyBytes_GET_SIZE(e->prepared),
+                                 &e->prep, e->answer, e->version, latency, chunk->buf, start);
+    } else {
+        PyObject *client = usual_client(sink, e), *topics = NULL;
+        if (client == NULL || (topics = walked_topics(e)) == NULL) {
+            Py_XDECREF(client);
+            return PyErr_Occurred() ? -1 : 0;
         }
+        Chunk *held = (Chunk *)Py_NewRef(chunk); /* make_context runs Python */
+        PyObject *buf = Py_NewRef(chunk->buf);
+        long long made = 0;
+        end = rg_encode_entry(buf, start, sink->head, e->wall, e->req, client, latency,
+                              e->decisions, topics, e->frame, e->answer, e->version,
+                              sink->table, sink->make, &made, NULL);
+        sink->made_left -= made;
+        if (end >= 0 && (sink->chunk != (PyObject *)held || held->buf != buf ||
+                         held->end != start))
+            end = ENC_DECLINE; /* (cannot happen: make_context does not seal chunks) */
+        Py_DECREF(buf);
+        Py_DECREF(held);
+        Py_DECREF(topics);
+        Py_DECREF(client);
     }
-    Py_DECREF(topics);
-    Py_DECREF(client);
-    return ok;
+    if (end == ENC_ERROR)
+        return -1;
+    if (end < 0)
+        return 0;
+    chunk->end = end;
+    chunk->rows += n;
+    sink->rows_in += n;
+    sink->bytes_in += end - start;
+    sink->fast_entries++;
+    return 1;
 }
 
 static PyObject *pending_call(Pending *self, PyObject *const *args, size_t nargsf,
@@ -370,7 +453,16 @@ static PyObject *pending_make(PyTypeObject *type, PyObject *const *args, Py_ssiz
     self->latency_ms = Py_NewRef(Py_None);
     self->transform = NULL;
     self->vectorcall = (vectorcallfunc)pending_call;
+    self->rows = PyList_Check(args[6]) ? PyList_GET_SIZE(args[6]) : PyObject_Length(args[6]);
+    self->prepared = NULL;
+    self->prep = (rg_prep_t){0, 0, 0, NULL, 0};
     PyObject_GC_Track(self);
+    if (self->rows < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    if (Py_TYPE(self->ledger) == &SinkType)
+        prepare(self, (Sink *)self->ledger);
     return (PyObject *)self;
 }
 
@@ -396,9 +488,58 @@ static PyObject *pending_wrap(Pending *self, PyObject *transform) {
     return Py_NewRef(self);
 }
 
+/* holes() -> [(at, topic key, partition), ...]: where the answer goes in ``prepared``. */
+static PyObject *pending_holes(Pending *self, PyObject *unused) {
+    (void)unused;
+    PyObject *out = PyList_New(self->prep.n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < self->prep.n; i++) {
+        const rg_hole_t *h = &self->prep.holes[i];
+        PyObject *item = Py_BuildValue("(nOl)", h->at, h->key, h->index);
+        if (item == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, item);
+    }
+    return out;
+}
+
+/* finish_into(out, pos) -> int | None: the prepared line with the answer into the
+   bytearray out from pos (the new end; -1: no room; None: the answer is not the usual
+   one, the Python finisher does it). */
+static PyObject *pending_finish_into(Pending *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "finish_into(out, pos)");
+        return NULL;
+    }
+    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
+    if (pos == -1 && PyErr_Occurred())
+        return NULL;
+    double latency = self->latency_ms == NULL || self->latency_ms == Py_None
+                         ? NAN : PyFloat_AsDouble(self->latency_ms);
+    if (latency == -1.0 && PyErr_Occurred())
+        return NULL;
+    if (self->prepared == NULL || self->answer == NULL)
+        Py_RETURN_NONE;
+    Py_ssize_t end = rg_finish_prepared(PyBytes_AS_STRING(self->prepared),
+                                        PyBytes_GET_SIZE(self->prepared), &self->prep,
+                                        self->answer, self->version, latency, args[0], pos);
+    if (end == ENC_ERROR)
+        return NULL;
+    if (end == ENC_DECLINE)
+        Py_RETURN_NONE;
+    return PyLong_FromSsize_t(end);
+}
+
 static PyMethodDef pending_methods[] = {
     {"wrap", (PyCFunction)pending_wrap, METH_O,
      "wrap(transform) -> self: the transform called after the entry is recorded"},
+    {"holes", (PyCFunction)pending_holes, METH_NOARGS,
+     "holes() -> [(at, topic key, partition)]: where the answer goes in prepared"},
+    {"finish_into", (PyCFunction)(void (*)(void))pending_finish_into, METH_FASTCALL,
+     "finish_into(out, pos) -> int | None: the prepared line with the answer, into out"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -418,6 +559,12 @@ static PyMemberDef pending_members[] = {
     {"latency_ms", T_OBJECT, offsetof(Pending, latency_ms), 0, NULL},
     {"ledger", T_OBJECT, offsetof(Pending, ledger), READONLY, "the Sink"},
     {"sent_at", T_DOUBLE, offsetof(Pending, sent_at), 0, "the clock when sent upstream"},
+    {"rows", T_PYSSIZET, offsetof(Pending, rows), READONLY, "the entry's partitions"},
+    {"prepared", T_OBJECT, offsetof(Pending, prepared), READONLY,
+     "the line but for the answer (bytes; request, frame and decisions are then None), "
+     "or None"},
+    {"latency_at", T_PYSSIZET, offsetof(Pending, prep) + offsetof(rg_prep_t, latency_at),
+     READONLY, "where the latency goes in prepared"},
     {NULL, 0, 0, 0, NULL},
 };
 

@@ -529,7 +529,7 @@ Py_ssize_t rg_encode_entry(PyObject *out_obj, Py_ssize_t pos, PyObject *head, do
                            long long req, PyObject *client, double latency,
                            PyObject *decisions, PyObject *spans, PyObject *frame_obj,
                            PyObject *answer_obj, long version, PyObject *contexts,
-                           PyObject *make_context, long long *made) {
+                           PyObject *make_context, long long *made, rg_prep_t *prep) {
     int walk = PyTuple_Check(spans); /* the request's topics, not a list of spans */
     if (!PyByteArray_Check(out_obj) || !PyBytes_Check(head) || !PyBytes_Check(client) ||
         !(walk || PyList_Check(spans)) || !PyDict_Check(contexts)) {
@@ -592,6 +592,8 @@ Py_ssize_t rg_encode_entry(PyObject *out_obj, Py_ssize_t pos, PyObject *head, do
         size_t client_n = (size_t)PyBytes_GET_SIZE(client);
         if (!room(&out, head_n + client_n + latency_n + 120))
             goto full;
+        if (prep != NULL)
+            prep->head_need = (Py_ssize_t)(head_n + client_n + 120);
         put(&out, PyBytes_AS_STRING(head), head_n);
         size_t ts_n = format_fixed(out.buf + out.len, wall, 1e6, 6);
         if (ts_n == 0 || ts_n == 4) /* beyond exact integers, or not finite */
@@ -602,6 +604,8 @@ Py_ssize_t rg_encode_entry(PyObject *out_obj, Py_ssize_t pos, PyObject *head, do
         PUT_LITERAL(&out, ",");
         put(&out, PyBytes_AS_STRING(client), client_n);
         PUT_LITERAL(&out, "\"latency_ms\":");
+        if (prep != NULL)
+            prep->latency_at = (Py_ssize_t)out.len;
         put(&out, latency_text, latency_n);
         PUT_LITERAL(&out, ",\"partitions\":[");
     }
@@ -660,9 +664,26 @@ Py_ssize_t rg_encode_entry(PyObject *out_obj, Py_ssize_t pos, PyObject *head, do
         /* the rest of the array: the context, 5 numbers of at most 24 bytes, the age */
         if (!room(&out, 1 + text_n + 140 + age_n))
             goto full;
+        Py_ssize_t row_at = (Py_ssize_t)out.len;
         if (i > 0)
             PUT_LITERAL(&out, ",");
         put(&out, PyBytes_AS_STRING(text), text_n);
+        if (prep != NULL) {
+            if (code_obj != Py_None || have_answer || !isnan(latency) || i >= prep->cap) {
+                PyErr_SetString(PyExc_ValueError, "rows(): nothing to prepare");
+                goto done;
+            }
+            long index = PyLong_AsLong(PyTuple_GET_ITEM(d, 2));
+            if (index == -1 && PyErr_Occurred())
+                goto done;
+            rg_hole_t *h = &prep->holes[i];
+            h->at = (Py_ssize_t)out.len;
+            h->index = index;
+            h->key = Py_NewRef(PyTuple_GET_ITEM(d, 0));
+            h->row_at = row_at;
+            h->row_need = (Py_ssize_t)(1 + text_n + 140 + age_n);
+            prep->n = i + 1;
+        }
         if (code_obj != Py_None) { /* the proxy answered this partition itself */
             long long code = PyLong_AsLongLong(code_obj);
             if (code == -1 && PyErr_Occurred())
@@ -733,6 +754,77 @@ done:
     return ret;
 }
 
+/* See _ledger_native.h. */
+Py_ssize_t rg_finish_prepared(const char *line, Py_ssize_t line_len, const rg_prep_t *prep,
+                              PyObject *answer_obj, long version, double latency,
+                              PyObject *out_obj, Py_ssize_t pos) {
+    if (!PyByteArray_Check(out_obj) || pos < 0 || pos > PyByteArray_GET_SIZE(out_obj) ||
+        prep->n < 1 || version < 3 || version > 13 || answer_obj == Py_None)
+        return ENC_DECLINE;
+    char latency_text[48];
+    size_t latency_n = format_fixed(latency_text, latency, 1000.0, 3);
+    if (latency_n == 0 || latency_n == 4) /* beyond exact integers, or not finite */
+        return ENC_DECLINE;
+    Py_buffer answer = {0};
+    if (PyObject_GetBuffer(answer_obj, &answer, PyBUF_SIMPLE) < 0)
+        return ENC_ERROR;
+    result_t *results = NULL;
+    Py_ssize_t ret = ENC_DECLINE;
+    Py_ssize_t n_results = read_results(answer.buf, answer.len, (int)version, &results);
+    if (n_results == -2) {
+        ret = ENC_ERROR;
+        goto done;
+    }
+    if (n_results < 0)
+        goto done; /* not a well-formed answer: declined */
+    /* The checks are rg_encode_entry's, in its order (so a buffer fills, and an entry is
+       declined, exactly as there): the room before the line and before each row, the
+       answer's partition at each row, none left over, the room for the end. The line
+       differs from the prepared one by the latency and each hole's "null,null,null"
+       (14 bytes) becoming the answer's three numbers. */
+    out_t out = {PyByteArray_AS_STRING(out_obj), (size_t)pos,
+                 (size_t)PyByteArray_GET_SIZE(out_obj)};
+    ret = ENC_FULL;
+    if (!room(&out, (size_t)prep->head_need + latency_n))
+        goto done;
+    put(&out, line, (size_t)prep->latency_at);
+    put(&out, latency_text, latency_n);
+    Py_ssize_t from = prep->latency_at + 4; /* after the prepared "null" */
+    for (Py_ssize_t i = 0; i < prep->n; i++) {
+        const rg_hole_t *h = &prep->holes[i];
+        put(&out, line + from, (size_t)(h->row_at - from));
+        if (!room(&out, (size_t)h->row_need)) {
+            ret = ENC_FULL;
+            goto done;
+        }
+        put(&out, line + h->row_at, (size_t)(h->at - h->row_at));
+        if (i >= n_results || results[i].index != h->index ||
+            !key_equals(h->key, results[i].key, results[i].key_len)) {
+            ret = ENC_DECLINE;
+            goto done;
+        }
+        put_int(&out, results[i].error);
+        PUT_LITERAL(&out, ",");
+        put_int(&out, results[i].error);
+        PUT_LITERAL(&out, ",");
+        put_int(&out, results[i].offset);
+        from = h->at + 14;
+    }
+    put(&out, line + from, (size_t)(line_len - 3 - from));
+    if (n_results != prep->n) {
+        ret = ENC_DECLINE; /* answers for partitions the entry does not record */
+        goto done;
+    }
+    if (!room(&out, 3))
+        goto done;
+    put(&out, line + line_len - 3, 3); /* "]}\n" */
+    ret = (Py_ssize_t)out.len;
+done:
+    PyMem_Free(results);
+    PyBuffer_Release(&answer);
+    return ret;
+}
+
 #define N_ARGS 14
 
 /* rows(out, pos, head, wall, req, client, latency_ms, decisions, spans, frame, answer,
@@ -753,7 +845,7 @@ static PyObject *rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     long long made = 0;
     Py_ssize_t end = rg_encode_entry(args[0], pos, args[2], wall, req, args[5], latency, args[7],
                                      args[8], args[9], args[10], version, args[12], args[13],
-                                     &made);
+                                     &made, NULL);
     if (end == ENC_ERROR)
         return NULL;
     if (end == ENC_DECLINE)

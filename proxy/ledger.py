@@ -188,7 +188,7 @@ class DecisionLedger:
         more often on the loop than encoding costs. Entries the C encoder declines
         go to the writer.
         """
-        rows = len(entry.decisions)
+        rows = entry.rows
         config = self.config
         counts = self._counts
         if (counts.rows_in - counts.rows_out + rows > config.queue_size
@@ -333,7 +333,7 @@ class DecisionLedger:
                     n = item.rows
                     counts.bytes_out += item.end
                 else:  # a ProduceEntry, or a C Pending (the same fields)
-                    n = len(item.decisions)
+                    n = item.rows
                     counts.bytes_out += _held_bytes(item)
                     entry_lines: list[bytes] = []
                     try:
@@ -449,7 +449,8 @@ class QueueCounts:
 
 def _held_bytes(entry: ProduceEntry) -> int:
     answer = entry.answer
-    return len(entry.frame) + (0 if answer is None else len(answer))
+    held = entry.frame if entry.prepared is None else entry.prepared
+    return len(held) + (0 if answer is None else len(answer))
 
 
 def ledger_from_settings(

@@ -82,6 +82,7 @@ class ProduceEntry:
 
     __slots__ = ("wall", "req", "client_id", "peer", "request", "frame", "decisions", "view",
                  "observe", "dedicated_code", "answer", "version", "latency_ms")
+    prepared: bytes | None = None  # (the C Pending's line made when recorded)
 
     def __init__(
         self,
@@ -109,6 +110,10 @@ class ProduceEntry:
         self.answer: Buffer | None = None
         self.version = 0
         self.latency_ms: float | None = None
+
+    @property
+    def rows(self) -> int:
+        return len(self.decisions)
 
 
 class RowFormatter:
@@ -157,6 +162,8 @@ class RowFormatter:
         native = self._native
         if native is None:
             return None
+        if entry.prepared is not None:  # a C Pending encoded when recorded: the answer only
+            return entry.finish_into(out, pos)  # type: ignore[attr-defined]
         cache = self._cache
         if (cache is None or entry.view is not cache.view or entry.observe is not cache.observe
                 or entry.dedicated_code is not cache.dedicated
@@ -184,6 +191,8 @@ class RowFormatter:
     def python_lines(self, entry: ProduceEntry, out: list[bytes] | list[bytes | memoryview]
                      ) -> bool:
         """:meth:`lines` in Python, for every entry."""
+        if entry.prepared is not None:
+            return self._finish_prepared(entry, out)
         decisions = entry.decisions
         if not decisions:
             return True
@@ -224,6 +233,34 @@ class RowFormatter:
             parts.append(b"%s%s,%d,%d,%s]," % (text, codes, records, size, age_text))
         parts[-1] = parts[-1][:-1]  # no comma after the last partition
         parts.append(b"]}\n")
+        out.append(b"".join(parts))
+        return readable
+
+    @staticmethod
+    def _finish_prepared(entry: ProduceEntry, out: list[bytes] | list[bytes | memoryview]
+                         ) -> bool:
+        """A C Pending's prepared line (encoded when recorded, its request let go) with
+        the broker's answer, as :meth:`python_lines` would write it from the request."""
+        prepared = entry.prepared
+        assert prepared is not None
+        readable = True
+        results: Results = {}
+        if entry.answer is not None:
+            try:
+                results = produce_results(entry.answer, entry.version)
+            except ProtocolError:
+                readable = False
+        at: int = entry.latency_at  # type: ignore[attr-defined]
+        latency = b"null" if entry.latency_ms is None else fixed(entry.latency_ms, 1000, 3)
+        parts = [prepared[:at], latency]
+        start = at + 4  # after the prepared "null"
+        for hole, key, partition in entry.holes():  # type: ignore[attr-defined]
+            parts.append(prepared[start:hole])
+            result = results.get((key, partition))
+            parts.append(b"null,null,null" if result is None
+                         else b"%d,%d,%d" % (result[0], result[0], result[1]))
+            start = hole + 14  # after the prepared "null,null,null"
+        parts.append(prepared[start:])
         out.append(b"".join(parts))
         return readable
 
