@@ -26,7 +26,11 @@ Invariants:
 - numbers are written from integers (:func:`fixed`), so both encoders write
   the same digits;
 - partitions that went upstream carry the broker's code and base offset from
-  its answer, or nulls when the answer could not be read (the caller counts that).
+  its answer, or nulls when the answer could not be read (the caller counts that);
+- an entry the C completion prepared (``proxy._ledger_native.Pending`` with
+  ``prepared``: its line but for the answer, the request let go) is finished
+  from that line, in C or by :meth:`RowFormatter.python_lines`, to the same
+  bytes the whole entry would have given.
 """
 
 from __future__ import annotations
@@ -196,14 +200,7 @@ class RowFormatter:
         decisions = entry.decisions
         if not decisions:
             return True
-        readable = True
-        results: Results = {}
-        if entry.answer is not None:
-            try:
-                results = produce_results(entry.answer, entry.version)
-            except ProtocolError:
-                readable = False
-        latency = b"null" if entry.latency_ms is None else fixed(entry.latency_ms, 1000, 3)
+        results, readable, latency = _answer(entry)
         cache = self._contexts_for(entry.view, entry.observe, entry.dedicated_code)
         contexts = cache.table
         frame = entry.frame
@@ -243,15 +240,8 @@ class RowFormatter:
         the broker's answer, as :meth:`python_lines` would write it from the request."""
         prepared = entry.prepared
         assert prepared is not None
-        readable = True
-        results: Results = {}
-        if entry.answer is not None:
-            try:
-                results = produce_results(entry.answer, entry.version)
-            except ProtocolError:
-                readable = False
+        results, readable, latency = _answer(entry)
         at: int = entry.latency_at  # type: ignore[attr-defined]
-        latency = b"null" if entry.latency_ms is None else fixed(entry.latency_ms, 1000, 3)
         parts = [prepared[:at], latency]
         start = at + 4  # after the prepared "null"
         for hole, key, partition in entry.holes():  # type: ignore[attr-defined]
@@ -316,6 +306,20 @@ class ContextCache:
         self.made += 1
         text, code = _context(d, self.view, self.observe, self.dedicated)
         return d.verdict, d.required_racks, text, code
+
+
+def _answer(entry: ProduceEntry) -> tuple[Results, bool, bytes]:
+    """The broker's codes and offsets by partition, whether its answer was readable, and
+    the latency as written."""
+    results: Results = {}
+    readable = True
+    if entry.answer is not None:
+        try:
+            results = produce_results(entry.answer, entry.version)
+        except ProtocolError:
+            readable = False
+    latency = b"null" if entry.latency_ms is None else fixed(entry.latency_ms, 1000, 3)
+    return results, readable, latency
 
 
 def _context(

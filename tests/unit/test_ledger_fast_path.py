@@ -32,7 +32,7 @@ from tests.unit._ledger_lines import partition_rows
 from tests.unit._produce_oracle import kp_response
 from tests.unit._views import part, snap, topic
 from tests.unit.test_enforcement_hook import CLUSTER, CORR, TOPICS, Playbook, key_of, produce
-from tests.unit.test_ledger import ledger_for
+from tests.unit.test_ledger import ledger_for, rows_in
 
 pytestmark = pytest.mark.skipif(ledger_module.Sink is None,
                                 reason="proxy._ledger_native is not built (no C compiler)")
@@ -159,9 +159,45 @@ def test_the_usual_entry_completes_in_c(tmp_path: Path) -> None:
         out = action.transform(memoryview(answer), 9)
         assert bytes(out) == answer  # type: ignore[arg-type]
     assert len(calls) == 1 and sink.fast_entries == 9
+    assert sink.prepared_entries == 9  # encoded when recorded, but for the answer
     assert play.transform_calls == [(answer, 9)] * 10
     ledger.flush()
     assert sum(p.read_bytes().count(b"\n") for p in ledger.decision_files) == 10
+
+
+def test_a_prepared_entry_lets_go_of_its_request(tmp_path: Path) -> None:
+    """Once the view's contexts and the client are known, an entry is encoded when it is
+    recorded and keeps none of the request's objects for the round trip; the answer is
+    filled in later, in C, or in Python when the C code declines it (here: reordered)."""
+    play = Playbook(observe=True)
+    ledger, _ = ledger_for(play, tmp_path)
+    layout = [("orders", [0, 2]), ("payments", [0])]
+    ordered = kp_response(9, [
+        ("orders", [{"index": 0, "error_code": 0, "base_offset": 1},
+                    {"index": 2, "error_code": 0, "base_offset": 2}]),
+        ("payments", [{"index": 0, "error_code": 0, "base_offset": 3}])], correlation_id=CORR)
+    first = play(produce(9, layout), 9)
+    first.transform(memoryview(ordered), 9)  # publishes the contexts and the client
+    assert first.transform.prepared is None and first.transform.decisions is not None
+    second, third = play(produce(9, layout), 9), play(produce(9, layout), 9)
+    pending = second.transform
+    assert pending.prepared is not None and pending.rows == 3
+    assert (pending.request, pending.frame, pending.decisions) == (None, None, None)
+    second.transform(memoryview(ordered), 9)
+    reordered = kp_response(9, [
+        ("payments", [{"index": 0, "error_code": 6, "base_offset": -1}]),
+        ("orders", [{"index": 2, "error_code": 0, "base_offset": 9},
+                    {"index": 0, "error_code": 0, "base_offset": 8}])], correlation_id=CORR)
+    third.transform(memoryview(reordered), 9)
+    assert ledger._sink is not None and ledger._sink.fast_entries == 1
+    ledger.flush()
+    rows = [(r["req"], r["topic"], r["partition"], r["broker_error"], r["base_offset"])
+            for r in rows_in(ledger.decision_files)]
+    assert sorted(rows) == [(1, "orders", 0, 0, 1), (1, "orders", 2, 0, 2),
+                            (1, "payments", 0, 0, 3), (2, "orders", 0, 0, 1),
+                            (2, "orders", 2, 0, 2), (2, "payments", 0, 0, 3),
+                            (3, "orders", 0, 0, 8), (3, "orders", 2, 0, 9),
+                            (3, "payments", 0, 6, -1)]
 
 
 def test_the_c_path_keeps_the_queue_bounds(tmp_path: Path) -> None:
