@@ -195,7 +195,7 @@ typedef struct {
     X(observe) X(dedicated_code) X(answer) X(latency_ms) X(ledger) X(transform)
 
 static PyTypeObject PendingType;
-static PyObject *str_topics, *str_partitions; /* interned by rg_add_completion_types */
+static PyObject *str_topics; /* interned by rg_add_completion_types */
 
 static int pending_traverse(Pending *self, visitproc visit, void *arg) {
 #define VISIT(f) Py_VISIT(self->f);
@@ -232,22 +232,6 @@ static void pending_dealloc(Pending *self) {
     PyObject_GC_Del(self);
 }
 
-/* The partitions of the request's topics (a tuple of TopicData), or -1 with an exception. */
-static Py_ssize_t walked_partitions(PyObject *topics) {
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(topics); i++) {
-        PyObject *parts = PyObject_GetAttr(PyTuple_GET_ITEM(topics, i), str_partitions);
-        if (parts == NULL)
-            return -1;
-        Py_ssize_t n = PyTuple_Check(parts) ? PyTuple_GET_SIZE(parts) : -1;
-        Py_DECREF(parts);
-        if (n < 0)
-            return -1; /* no exception: the caller takes the Python path */
-        total += n;
-    }
-    return total;
-}
-
 /* The entry's view is the one the published contexts were made for, and its client is
    known: a new reference to the client's fragment; else NULL (with an exception, or
    without: the Python path does the entry). */
@@ -273,7 +257,7 @@ static PyObject *walked_topics(Pending *e) {
     PyObject *topics = PyObject_GetAttr(e->request, str_topics);
     if (topics == NULL)
         return NULL;
-    if (PyTuple_Check(topics) && walked_partitions(topics) == PyList_GET_SIZE(e->decisions))
+    if (PyTuple_Check(topics) && rg_walked_partitions(topics) == PyList_GET_SIZE(e->decisions))
         return topics;
     Py_DECREF(topics);
     return NULL;
@@ -283,8 +267,9 @@ static PyObject *walked_topics(Pending *e) {
    and let go of the request's objects (its walk, frame and decisions): held for a
    round trip they cost about 5 % of the proxy's CPU at 50 partitions per request
    (measured with both proxies loaded at once; most likely the memory the next
-   requests got was no longer warm), more than encoding now costs. Nothing when it cannot (the entry is then encoded
-   whole when the answer comes, by the C path or the Python one); never an exception. */
+   requests got was no longer warm), more than encoding now costs. Nothing when it
+   cannot (the entry is then encoded whole when the answer comes, by the C path or
+   the Python one); never an exception. */
 static void prepare(Pending *e, Sink *sink) {
     PyObject *client = usual_client(sink, e), *topics = NULL;
     if (client == NULL || e->rows == 0 || (topics = walked_topics(e)) == NULL)
@@ -592,9 +577,6 @@ static PyTypeObject PendingType = {
 
 int rg_add_completion_types(PyObject *module) {
     if (str_topics == NULL && (str_topics = PyUnicode_InternFromString("topics")) == NULL)
-        return -1;
-    if (str_partitions == NULL &&
-        (str_partitions = PyUnicode_InternFromString("partitions")) == NULL)
         return -1;
     if (PyType_Ready(&ChunkType) < 0 || PyType_Ready(&SinkType) < 0 ||
         PyType_Ready(&PendingType) < 0)

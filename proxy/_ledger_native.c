@@ -406,6 +406,15 @@ static size_t format_fixed(char *dst, double x, double scale, int digits) {
     return (size_t)(p + digits - dst);
 }
 
+/* A forwarded partition's wire error, broker error (the same code) and base offset. */
+static void put_answer(out_t *o, const result_t *res) {
+    put_int(o, res->error);
+    PUT_LITERAL(o, ",");
+    put_int(o, res->error);
+    PUT_LITERAL(o, ",");
+    put_int(o, res->offset);
+}
+
 /* Does a decision's topic key (str name or bytes id) equal a topic key read from the answer? */
 static int key_equals(PyObject *key, const unsigned char *bytes, Py_ssize_t len) {
     const char *data;
@@ -505,6 +514,22 @@ static PyObject *next_walked_span(PyObject *topics, Py_ssize_t *topic_at, PyObje
         *part_at = 0;
     }
     return PyObject_GetAttr(PyTuple_GET_ITEM(*parts, (*part_at)++), str_records);
+}
+
+/* See _ledger_native.h. */
+Py_ssize_t rg_walked_partitions(PyObject *topics) {
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(topics); i++) {
+        PyObject *parts = PyObject_GetAttr(PyTuple_GET_ITEM(topics, i), str_partitions);
+        if (parts == NULL)
+            return -1;
+        Py_ssize_t n = PyTuple_Check(parts) ? PyTuple_GET_SIZE(parts) : -1;
+        Py_DECREF(parts);
+        if (n < 0)
+            return -1; /* no exception: the caller takes the Python path */
+        total += n;
+    }
+    return total;
 }
 
 /* 1 when the walk left partitions unread, 0 when none, -1 with an exception. */
@@ -703,11 +728,7 @@ Py_ssize_t rg_encode_entry(PyObject *out_obj, Py_ssize_t pos, PyObject *head, do
                 !key_equals(PyTuple_GET_ITEM(d, 0), res->key, res->key_len))
                 goto decline;
             cursor++;
-            put_int(&out, res->error);
-            PUT_LITERAL(&out, ",");
-            put_int(&out, res->error);
-            PUT_LITERAL(&out, ",");
-            put_int(&out, res->offset);
+            put_answer(&out, res);
         }
         PUT_LITERAL(&out, ",");
         put_int(&out, records);
@@ -803,11 +824,7 @@ Py_ssize_t rg_finish_prepared(const char *line, Py_ssize_t line_len, const rg_pr
             ret = ENC_DECLINE;
             goto done;
         }
-        put_int(&out, results[i].error);
-        PUT_LITERAL(&out, ",");
-        put_int(&out, results[i].error);
-        PUT_LITERAL(&out, ",");
-        put_int(&out, results[i].offset);
+        put_answer(&out, &results[i]);
         from = h->at + 14;
     }
     put(&out, line + from, (size_t)(line_len - 3 - from));

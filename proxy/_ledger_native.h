@@ -49,6 +49,10 @@ Py_ssize_t rg_finish_prepared(const char *line, Py_ssize_t line_len, const rg_pr
                               PyObject *answer_obj, long version, double latency,
                               PyObject *out_obj, Py_ssize_t pos);
 
+/* The partitions of a walked request's topics (a tuple of TopicData); -1 with an
+   exception, or without one when a topic's partitions are not a tuple. */
+Py_ssize_t rg_walked_partitions(PyObject *topics);
+
 /* Adds Chunk, Sink and Pending to the module (_ledger_completion.c); -1 with an
    exception. */
 int rg_add_completion_types(PyObject *module);

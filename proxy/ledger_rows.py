@@ -223,10 +223,8 @@ class RowFormatter:
                 age_text = fixed(last_age, 1_000_000, 3)  # milliseconds
             if synthetic_code is not None:
                 codes = b"%d,null,null" % synthetic_code
-            elif (result := results.get((d.topic_key, d.partition))) is None:
-                codes = b"null,null,null"
             else:
-                codes = b"%d,%d,%d" % (result[0], result[0], result[1])
+                codes = _codes(results.get((d.topic_key, d.partition)))
             parts.append(b"%s%s,%d,%d,%s]," % (text, codes, records, size, age_text))
         parts[-1] = parts[-1][:-1]  # no comma after the last partition
         parts.append(b"]}\n")
@@ -246,9 +244,7 @@ class RowFormatter:
         start = at + 4  # after the prepared "null"
         for hole, key, partition in entry.holes():  # type: ignore[attr-defined]
             parts.append(prepared[start:hole])
-            result = results.get((key, partition))
-            parts.append(b"null,null,null" if result is None
-                         else b"%d,%d,%d" % (result[0], result[0], result[1]))
+            parts.append(_codes(results.get((key, partition))))
             start = hole + 14  # after the prepared "null,null,null"
         parts.append(prepared[start:])
         out.append(b"".join(parts))
@@ -320,6 +316,14 @@ def _answer(entry: ProduceEntry) -> tuple[Results, bool, bytes]:
             readable = False
     latency = b"null" if entry.latency_ms is None else fixed(entry.latency_ms, 1000, 3)
     return results, readable, latency
+
+
+def _codes(result: tuple[int, int] | None) -> bytes:
+    """A forwarded partition's wire error, broker error (the same code) and base offset,
+    or nulls when the broker's answer has none for it."""
+    if result is None:
+        return b"null,null,null"
+    return b"%d,%d,%d" % (result[0], result[0], result[1])
 
 
 def _context(
