@@ -113,7 +113,8 @@ def _for_csv(df: DataFrame) -> DataFrame:
 
 
 def write_report(report: Report, out: Path, fmt: str) -> dict[str, Any]:
-    """Tables, summary.json and report.html under ``out``; returns the table row counts."""
+    """Tables, summary.json, the charts and report.html under ``out``; returns the table
+    row counts."""
     from pipeline.html_report import render
 
     out.mkdir(parents=True, exist_ok=True)
@@ -131,45 +132,57 @@ def write_report(report: Report, out: Path, fmt: str) -> dict[str, Any]:
         rows = [[_plain(v) for v in r] for r in df.limit(HTML_ROWS).collect()]
         shown[name] = (df.columns, rows, total)
         df.unpersist()
-    (out / "summary.json").write_text(json.dumps(report.summary, indent=2, default=str) + "\n")
-    (out / "report.html").write_text(render(report.name, report.summary, shown, report.charts,
-                                            report.notes))
+    verdict = {"findings": list(report.verdict.findings), "advice": list(report.verdict.advice),
+               "at_risk": report.verdict.at_risk}
+    (out / "summary.json").write_text(
+        json.dumps({"verdict": verdict, **report.summary}, indent=2, default=str) + "\n")
+    (out / "charts").mkdir(exist_ok=True)
+    for chart in report.charts:
+        (out / "charts" / f"{chart.id}.svg").write_text(chart.svg)
+    (out / "report.html").write_text(render(report.name, report.verdict, report.summary,
+                                            shown, report.charts, report.notes))
     return counts
 
 
 def _plain(v: Any) -> Any:
     if hasattr(v, "asDict"):
         return v.asDict()
-    if hasattr(v, "isoformat"):
-        return v.isoformat()
     return v
 
 
 def print_summary(report: Report, out: Path, counts: dict[str, Any]) -> None:
+    """Key figures, tables and notes; then the verdict and the page's path, last."""
+    from pipeline.labels import label, table_title, value_text
+
     s = report.summary
-    print(f"rackguard {report.name} report -> {out}/report.html")
-    skip = {"malformed_samples", "decision_files", "snapshot_files"}
+    print(f"rackguard {report.name} report")
+    skip = {"malformed_samples", "decision_files", "snapshot_files", "by_min_racks"}
     for k, v in s.items():
-        if k in skip:
-            continue
-        if isinstance(v, float):
-            v = f"{v:.4f}"
-        elif isinstance(v, dict):
-            v = json.dumps(v, default=str)
-        print(f"  {k}: {v}")
+        if k not in skip:
+            print(f"  {label(k)}: {value_text(k, v)}")
     bad = s.get("malformed_decision_rows", 0) + s.get("malformed_snapshot_rows", 0)
     if bad:
         print(f"  WARNING: {bad} malformed ledger row(s) excluded, e.g. "
               f"{s.get('malformed_samples', [])[:1]}")
-    print("  tables: " + ", ".join(f"{k} ({v} rows)" for k, v in counts.items()))
+    print("  Tables: " + ", ".join(f"{table_title(k)} ({v:,} rows)" for k, v in counts.items()))
     for note in report.notes:
-        print(f"  note: {note}")
+        print(f"  Note: {note}")
+    print("Verdict:")
+    for line in report.verdict.findings:
+        print(f"  {line}")
+    print("What to do:")
+    for line in report.verdict.advice:
+        print(f"  - {line}")
+    print(f"Report: {out / 'report.html'}")
 
 
 def run(argv: list[str], spark: SparkSession | None = None, prog: str = "rackguard report",
         default_master: str | None = None) -> int:
+    from pipeline.progress import Progress
+
     args = build_parser(prog, default_master).parse_args(argv)
     out = Path(args.out or f"rackguard-{args.report}")
+    progress = Progress(prog)
     own = spark is None
     if spark is None:
         from pipeline.session import build_session, missing_requirement
@@ -178,10 +191,14 @@ def run(argv: list[str], spark: SparkSession | None = None, prog: str = "rackgua
         if problem is not None:
             print(f"{prog}: {problem}", file=sys.stderr)
             return 2
-        spark = build_session(args.master)
+        with progress.step("starting Spark"):
+            spark = build_session(args.master)
     try:
-        report = make_report(spark, args)
-        counts = write_report(report, out, args.format)
+        with progress.step(f"reading the ledger and computing the {args.report} report",
+                           spark):
+            report = make_report(spark, args)
+        with progress.step(f"writing the tables and the page to {out}", spark):
+            counts = write_report(report, out, args.format)
     except FileNotFoundError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2

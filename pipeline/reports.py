@@ -30,7 +30,11 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from pipeline import charts, coverage, verdicts
+from pipeline.charts import Chart
+from pipeline.labels import human_bytes, percent
 from pipeline.ledger_io import CORRUPT, Ledger, read_offsets
+from pipeline.verdicts import Verdict
 
 
 @dataclass
@@ -38,8 +42,8 @@ class Report:
     name: str
     tables: dict[str, DataFrame]
     summary: dict[str, Any]
-    charts: list[tuple[str, list[tuple[float, float | None]], list[tuple[float, float | None]]]] = \
-        field(default_factory=list)  # (title, series A, series B) of (time, share)
+    verdict: Verdict
+    charts: list[Chart] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
@@ -148,13 +152,70 @@ def durability(spark: SparkSession, ledger: Ledger, min_racks: int = 2) -> Repor
                **_malformed_summary(ledger)}
     overall_df = spark.createDataFrame([(k, json.dumps(v, default=str)) for k, v in
                                         summary.items()], "key string, value string")
+    facts = _durability_facts(rows, summary, min_racks)
     return Report("durability", {
         "by_topic_hour": by_hour,
         "rejections": rejections,
         "rack_time_by_topic_hour": rack_time_hour,
         "rack_time_by_partition": rack_time_partition,
         "overall": overall_df,
-    }, summary, [coverage_chart(rows, snaps, min_racks)])
+    }, summary, verdicts.durability(facts),
+        [*_coverage_charts(rows, snaps, min_racks), _bytes_by_racks_chart(rows, min_racks)])
+
+
+def _durability_facts(rows: DataFrame, summary: dict[str, Any], n: int
+                      ) -> verdicts.DurabilityFacts:
+    acked = rows.filter("acked")
+    under = acked.filter(F.col("rack_count") < n)
+    u = under.agg(_sum_if(F.lit(True), F.col("bytes")).alias("b"),
+                  _sum_if(F.col("records") >= 0, F.col("records")).alias("r"),
+                  F.min("ts").alias("t0"), F.max("ts").alias("t1"),
+                  F.sort_array(F.collect_set("topic")).alias("topics")).first()
+    sets = (under.groupBy(F.array_sort("isr_racks").alias("racks"))
+            .agg(_sum_if(F.col("records") >= 0, F.col("records")).alias("r"),
+                 _sum_if(F.lit(True), F.col("bytes")).alias("b"))
+            .orderBy(F.desc("b")).limit(5).collect())
+    refused = {r["reason"] or "": int(r["n"]) for r in
+               rows.filter(F.col("decision") == "rejected").groupBy("reason")
+               .agg(F.count(F.lit(1)).alias("n")).collect()}
+    return verdicts.DurabilityFacts(
+        min_racks=n,
+        acked_bytes=int(summary.get("acked_bytes") or 0),
+        acked_records=int(summary.get("acked_records") or 0),
+        acked_writes=int(summary.get("acked_writes") or 0),
+        topics=acked.select("topic").distinct().count(),
+        under_bytes=int(u["b"]) if u else 0,
+        under_records=int(u["r"]) if u else 0,
+        under_topics=tuple(u["topics"] or ()) if u else (),
+        under_first_ts=u["t0"] if u else None,
+        under_last_ts=u["t1"] if u else None,
+        under_rack_sets=tuple(verdicts.RackSet(tuple(r["racks"] or ()), int(r["r"]),
+                                               int(r["b"])) for r in sets),
+        rejections=refused,
+        observed_would_reject=int(summary.get("observed_would_reject") or 0),
+        seconds_under=float(summary.get("seconds_under") or 0.0))
+
+
+def _coverage_charts(rows: DataFrame, snaps: DataFrame, n: int) -> list[Chart]:
+    bounds = coverage.time_bounds(rows, snaps)
+    if bounds is None:
+        return [charts.coverage([], n, 0.0)]
+    cov, step = coverage.series(rows, snaps, n, *bounds)
+    return [charts.coverage(cov, n, step)]
+
+
+def _bytes_by_racks_chart(rows: DataFrame, n: int) -> Chart:
+    found = {int(r["rack_count"]): int(r["b"]) for r in rows.filter("acked")
+             .groupBy("rack_count").agg(_sum_if(F.lit(True), F.col("bytes")).alias("b"))
+             .collect()}
+    racks = sorted(found)
+    total = sum(found.values()) or 1
+    return charts.bars(
+        "bytes-by-racks", "Acknowledged bytes by the number of racks their ISR spanned",
+        [f"{k} rack{'s' if k != 1 else ''}" for k in racks], [found[k] for k in racks],
+        [charts.UNDER if k < n else charts.AT if k == n else charts.ABOVE for k in racks],
+        [f"{human_bytes(found[k])} ({percent(found[k] / total)})" for k in racks],
+        "acknowledged bytes")
 
 
 def whatif(spark: SparkSession, ledger: Ledger, min_racks: Sequence[int] = (2, 3)) -> Report:
@@ -185,7 +246,23 @@ def whatif(spark: SparkSession, ledger: Ledger, min_racks: Sequence[int] = (2, 3
                                   "would_reject_writes": 0, "would_reject_bytes": 0,
                                   "would_reject_records": 0, "share_bytes_rejected": None})
     summary = {"min_racks": list(min_racks), "by_min_racks": per_n, **_malformed_summary(ledger)}
-    return Report("whatif", {"by_topic_hour": by_hour, "overall": overall}, summary)
+    topics = {int(r["min_racks"]): tuple(r["topics"]) for r in crossed.filter(wr)
+              .groupBy("min_racks").agg(F.sort_array(F.collect_set("topic")).alias("topics"))
+              .collect()}
+    rows = [verdicts.WhatIfRow(int(n), int(v["acked_writes"]), int(v["acked_bytes"]),
+                               int(v["would_reject_writes"]), int(v["would_reject_bytes"]),
+                               int(v["would_reject_records"]), topics.get(int(n), ()))
+            for n, v in sorted(per_n.items(), key=lambda kv: int(kv[0]))]
+    chart = charts.bars(
+        "whatif", "Share of acknowledged bytes each min.insync.racks would have refused",
+        [f"N = {r.min_racks}" for r in rows],
+        [r.would_reject_bytes / r.acked_bytes if r.acked_bytes else 0.0 for r in rows],
+        [charts.UNDER if r.would_reject_writes else charts.ABOVE for r in rows],
+        [f"{percent(r.would_reject_bytes / r.acked_bytes) if r.acked_bytes else '0 %'} "
+         f"({human_bytes(r.would_reject_bytes)})" for r in rows],
+        "share of acknowledged bytes")
+    return Report("whatif", {"by_topic_hour": by_hour, "overall": overall}, summary,
+                  verdicts.whatif(rows), [chart])
 
 
 def placement(spark: SparkSession, ledger: Ledger, min_racks: int = 2) -> Report:
@@ -212,7 +289,13 @@ def placement(spark: SparkSession, ledger: Ledger, min_racks: int = 2) -> Report
                       _sum_if(F.col("ever_bad") == 1).alias("ever_under")).first()
     summary = {"min_racks": min_racks, **_clean(counts.asDict() if counts else {}),
                **_malformed_summary(ledger)}
-    return Report("placement", {"under_replicated_racks": bad}, summary)
+    worst = tuple(f"{r['topic']}-{r['partition']} ({', '.join(r['replica_racks'] or ())})"
+                  for r in bad.limit(5).collect())
+    facts = verdicts.PlacementFacts(min_racks, int(summary.get("partitions") or 0),
+                                    int(summary.get("under_now") or 0),
+                                    int(summary.get("ever_under") or 0), worst)
+    return Report("placement", {"under_replicated_racks": bad}, summary,
+                  verdicts.placement(facts))
 
 
 def audit_loss(spark: SparkSession, ledger: Ledger, offsets_path: str,
@@ -228,12 +311,12 @@ def audit_loss(spark: SparkSession, ledger: Ledger, offsets_path: str,
     unverifiable = rows.filter((F.col("base_offset") < 0) | F.col("base_offset").isNull()
                                | (F.col("records") < 0)).count()
     acked_offsets = countable.select(
-        "topic", "partition", "instance", "req", "client_id", "ts",
+        "topic", "partition", "instance", "req", "client_id", "ts", "isr_racks",
         F.explode(F.sequence(F.col("base_offset"),
                              F.col("base_offset") + F.col("records") - 1)).alias("offset"))
-    missing = (acked_offsets.join(dump, ["topic", "partition", "offset"], "left_anti")
-               .withColumn("acked_at", F.timestamp_seconds("ts")).drop("ts")
-               .orderBy("topic", "partition", "offset"))
+    lost = acked_offsets.join(dump, ["topic", "partition", "offset"], "left_anti").cache()
+    missing = (lost.drop("isr_racks").withColumn("acked_at", F.timestamp_seconds("ts"))
+               .drop("ts").orderBy("topic", "partition", "offset"))
     per_partition = (acked_offsets.join(
         dump.withColumn("found", F.lit(True)), ["topic", "partition", "offset"], "left")
         .groupBy("topic", "partition")
@@ -247,42 +330,56 @@ def audit_loss(spark: SparkSession, ledger: Ledger, offsets_path: str,
     summary = {"topics": sorted(topics), **_clean(totals.asDict() if totals else {}),
                "dump_offsets": dump.count(), "unverifiable_acked_writes": unverifiable,
                **_malformed_summary(ledger)}
+    ranges = _missing_ranges(lost)
+    facts = verdicts.LossFacts(
+        tuple(sorted(topics)), int(summary.get("acked_offsets") or 0),
+        int(summary.get("missing_offsets") or 0), unverifiable,
+        tuple(_missing_range(r) for r in ranges.limit(50).collect()))
+    chart = _loss_chart(ledger, rows, lost, acked_offsets.join(dump, ["topic", "partition",
+                                                                      "offset"]), topics)
     notes = ["offsets below a partition's log start (deleted by retention) count as missing: "
              "dump the topic before retention removes the outage window"]
-    return Report("audit-loss", {"missing": missing, "by_partition": per_partition}, summary,
-                  notes=notes)
+    return Report("audit-loss", {"missing": missing, "missing_ranges": ranges,
+                                 "by_partition": per_partition}, summary,
+                  verdicts.audit_loss(facts), [chart], notes)
 
 
-def coverage_chart(
-    rows: DataFrame, snaps: DataFrame, n: int
-) -> tuple[str, list[tuple[float, float | None]], list[tuple[float, float | None]]]:
-    """Per time bucket: share of partition-time whose ISR spanned >= n racks (snapshots),
-    and share of acknowledged bytes whose ISR did (ledger). At most ~120 buckets."""
-    bounds = [r for r in (
-        snaps.agg(F.min("ts"), F.max("ts")).first(), rows.agg(F.min("ts"), F.max("ts")).first())
-        if r is not None and r[0] is not None]
-    if not bounds:
-        return (f"rack coverage (>= {n} racks)", [], [])
-    lo = min(b[0] for b in bounds)
-    hi = max(b[1] for b in bounds)
-    step = _nice_step((hi - lo) / 120)
-    bucket = (F.floor((F.col("ts") - lo) / step) * step + lo).alias("bucket")
-    time_share = (snaps.groupBy(bucket).agg(
-        _share(_sum_if(F.col("rack_count") >= n, F.col("dur_s")), F.sum("dur_s")).alias("s"))
-        .orderBy("bucket").collect())
-    byte_share = (rows.filter("acked").groupBy(bucket).agg(
-        _share(_sum_if(F.col("rack_count") >= n, F.col("bytes")), F.sum("bytes")).alias("s"))
-        .orderBy("bucket").collect())
-    return (f"rack coverage: ISR spanning >= {n} racks",
-            [(float(r[0]), r[1]) for r in time_share],
-            [(float(r[0]), r[1]) for r in byte_share])
+def _missing_ranges(lost: DataFrame) -> DataFrame:
+    """Runs of consecutive missing offsets per partition (gaps and islands)."""
+    order = Window.partitionBy("topic", "partition").orderBy("offset")
+    return (lost.withColumn("run", F.col("offset") - F.row_number().over(order))
+            .groupBy("topic", "partition", "run")
+            .agg(F.min("offset").alias("first_offset"), F.max("offset").alias("last_offset"),
+                 F.count(F.lit(1)).alias("records"),
+                 F.timestamp_seconds(F.min("ts")).alias("first_acked_at"),
+                 F.timestamp_seconds(F.max("ts")).alias("last_acked_at"),
+                 F.sort_array(F.collect_set(F.array_join(F.array_sort("isr_racks"), ",")))
+                 .alias("isr_racks"))
+            .drop("run").orderBy("topic", "partition", "first_offset"))
 
 
-def _nice_step(raw: float) -> float:
-    for step in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400):
-        if step >= raw:
-            return float(step)
-    return float(86400 * math.ceil(raw / 86400))
+def _missing_range(r: Any) -> verdicts.MissingRange:
+    return verdicts.MissingRange(
+        r["topic"], r["partition"], r["first_offset"], r["last_offset"], r["records"],
+        r["first_acked_at"].timestamp(), r["last_acked_at"].timestamp(),
+        tuple(tuple(x for x in s.split(",") if x) for s in r["isr_racks"]))
+
+
+def _loss_chart(ledger: Ledger, rows: DataFrame, lost: DataFrame, found: DataFrame,
+                topics: list[str]) -> Chart:
+    """Missing offsets (at most 5,000) and a sample of the present ones (about 2,000) by the
+    time they were acknowledged, with the spans where some ISR was on one rack shaded."""
+    points = ("ts", "offset", "partition")
+    missing = [tuple(r) for r in lost.select(*points).orderBy("ts", "offset").limit(5000)
+               .collect()]
+    present = found.count()
+    sample = found if present <= 2000 else found.sample(fraction=2000 / present, seed=7)
+    shown = [tuple(r) for r in sample.select(*points).limit(2000).collect()]
+    snaps = partition_snapshots(ledger).filter(F.col("topic").isin(*topics)
+                                               if topics else F.lit(False))
+    bounds = coverage.time_bounds(rows, snaps)
+    spans = coverage.under_spans(coverage.series(rows, snaps, 2, *bounds)[0]) if bounds else []
+    return charts.loss_timeline(missing, shown, spans, ", ".join(sorted(topics)) or "no topic")
 
 
 def _clean(d: dict[str, Any]) -> dict[str, Any]:

@@ -15,10 +15,12 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 
@@ -129,6 +131,14 @@ def ledger(spark: Any, tmp_path_factory: pytest.TempPathFactory,
     return read_ledger(spark, [write_ledger(tmp_path_factory.mktemp("ledger"), request.param)])
 
 
+def svg_ids(svg: str) -> set[str]:
+    return {e.get("id", "") for e in ElementTree.fromstring(svg).iter()}
+
+
+def strip_svg(page: str) -> str:
+    return re.sub(r"<svg.*?</svg>", "", page, flags=re.S)
+
+
 def by_key(df: Any, *keys: str) -> dict[Any, dict[str, Any]]:
     out = {}
     for r in df.collect():
@@ -172,8 +182,36 @@ def test_durability(spark: Any, ledger: Any) -> None:
     assert parts[("orders", "1")]["seconds_under"] == 20
     rej = by_key(rep.tables["rejections"], "topic", "decision", "reason")
     assert rej[("orders", "rejected", NER)]["bytes"] == 70
-    title, time_share, byte_share = rep.charts[0]
-    assert time_share and byte_share and ">= 2 racks" in title
+    assert rep.verdict.at_risk
+    assert rep.verdict.findings == (
+        "21 % of acknowledged bytes (80 B, 2 records) were acknowledged while their in-sync "
+        "replicas spanned fewer than 2 racks, on 1 topic (orders), for 20 s (between 22:00:10 "
+        "and 22:00:30 UTC).",
+        "If a had been lost in that window they were gone.",
+        "The proxy refused 2 partition writes (METADATA_STALE: 1, NOT_ENOUGH_RACKS: 1); "
+        "producers retry these until their delivery timeout.",
+        "Observe mode let through 1 write that enforcement would have refused.",
+        "The cluster's snapshots show 60 s of partition-time with in-sync replicas on fewer "
+        "than 2 racks.")
+    assert [a.split(":")[0].split(" ")[0] for a in rep.verdict.advice] == [
+        "Enforce", "NOT_ENOUGH_RACKS", "METADATA_STALE", "Partitions"]
+    coverage, by_racks = rep.charts
+    # a 60 s grid from T to T+3605: step 0 holds every snapshot but orders-1's and audit-0's
+    # last (T+100, T+60), which hold into step 1 (see pipeline/coverage.py)
+    cov = coverage.data["topics"]
+    assert coverage.data["step_s"] == 60
+    assert (cov["orders"]["under"][:3], cov["orders"]["above"][:3]) == (
+        [0.5, 1.0, None], [0.5, 0.0, None])
+    assert (cov["audit"]["at"][:2], cov["audit"]["under"][:2]) == ([1.0, 0.0], [0.0, 1.0])
+    assert (cov["orders"]["rejected"][0], cov["orders"]["would_reject"][0]) == (2, 1)
+    assert sum(cov["orders"]["rejected"]) == 2 and sum(cov["audit"]["rejected"]) == 0
+    ids = svg_ids(coverage.svg)
+    assert {"coverage-orders-under", "coverage-orders-at", "coverage-orders-above",
+            "rejected-orders", "would-reject-orders", "coverage-audit-under"} <= ids
+    assert by_racks.data == {"labels": ["1 rack", "2 racks", "3 racks"],
+                             "values": [80, 100, 200]}
+    assert {f"bytes-by-racks-bar-{n}_rack{s}" for n, s in ((1, ""), (2, "s"), (3, "s"))} <= \
+        svg_ids(by_racks.svg)
 
 
 def test_whatif(spark: Any, ledger: Any) -> None:
@@ -189,6 +227,15 @@ def test_whatif(spark: Any, ledger: Any) -> None:
     assert hours[("2", "orders", H0)]["would_reject_bytes"] == 80
     assert hours[("2", "orders", H1)]["would_reject_bytes"] == 0
     assert rep.summary["malformed_decision_rows"] == 4
+    assert rep.verdict.findings == (
+        "min.insync.racks=2 would have refused 2 of 4 acknowledged writes (21 % of bytes: "
+        "80 B, 2 records), on orders.",
+        "min.insync.racks=3 would have refused 3 of 4 acknowledged writes (47 % of bytes: "
+        "180 B, 4 records), on orders.")
+    assert rep.verdict.at_risk and len(rep.verdict.advice) == 1
+    [chart] = rep.charts
+    assert chart.data["values"] == pytest.approx([80 / 380, 180 / 380])
+    assert {"whatif-bar-N___2", "whatif-bar-N___3"} <= svg_ids(chart.svg)
 
 
 def test_placement(spark: Any, ledger: Any) -> None:
@@ -201,6 +248,11 @@ def test_placement(spark: Any, ledger: Any) -> None:
     assert bad[("audit", "0")]["seconds_since"] == 0  # fine at T+50, bad again at T+60
     assert bad[("audit", "0")]["since"].timestamp() == T + 60
     assert bad[("orders", "1")]["replica_racks"] == ["a"]
+    assert rep.verdict.findings == (
+        "2 of 3 partitions have replicas on fewer than 2 racks now (audit-0 (a), orders-1 (a)): "
+        "with min.insync.racks=2, acks=all produces to them are refused even while every "
+        "broker is up.",)
+    assert rep.verdict.at_risk
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
@@ -216,6 +268,20 @@ def test_audit_loss(spark: Any, ledger: Any, tmp_path: Path, fmt: str) -> None:
     missing = rep.tables["missing"].collect()
     assert [(r["topic"], r["partition"], r["offset"], r["instance"], r["req"])
             for r in missing] == [("orders", 0, 3, "A", 3)]
+    assert rep.tables["missing"].columns == [
+        "topic", "partition", "offset", "instance", "req", "client_id", "acked_at"]
+    [run_] = rep.tables["missing_ranges"].collect()
+    assert (run_["first_offset"], run_["last_offset"], run_["records"], run_["isr_racks"]) == (
+        3, 3, 1, ["a,b,c"])
+    assert rep.verdict.findings == (
+        "1 acknowledged record is missing from the cluster: topic orders, partition 0, "
+        "offset 3, acknowledged at 23:00:05 UTC while the ISR spanned a, b and c.",)
+    assert rep.verdict.at_risk and rep.verdict.advice[0].startswith("These records")
+    [chart] = rep.charts
+    assert chart.data["missing"] == [[T + 3605, 3, 0]]
+    assert chart.data["found_sample"] == 6
+    assert chart.data["outages"] == [[T, T + 120]]  # orders-1 on one rack from T to T+120
+    assert {"missing", "found", "outage-0"} <= svg_ids(chart.svg)
 
 
 def test_empty_ledger_gives_zeros(spark: Any, tmp_path: Path) -> None:
@@ -239,13 +305,27 @@ def test_command_writes_tables_summary_and_html(
     out = tmp_path / "out"
     assert run(["durability", "--ledger", str(ledger_dir), "--out", str(out),
                 "--format", fmt], spark=spark) == 0
-    printed = capsys.readouterr().out
-    assert "share_bytes_ge_n: 0.7895" in printed
+    captured = capsys.readouterr()
+    printed = captured.out
+    assert "Share of acknowledged bytes on >= N racks: 79 %" in printed
     assert "WARNING: 6 malformed ledger row(s) excluded" in printed
+    last = printed.rstrip("\n").splitlines()
+    assert last[-1] == f"Report: {out / 'report.html'}"
+    verdict_at = last.index("Verdict:")
+    assert last[verdict_at + 1].startswith("  21 % of acknowledged bytes (80 B, 2 records)")
+    assert "reading the ledger and computing the durability report" in captured.err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["acked_bytes"] == 380
+    assert summary["verdict"]["at_risk"] is True
+    assert summary["verdict"]["findings"][0].startswith("21 % of acknowledged bytes")
     page = (out / "report.html").read_text()
-    assert "<svg" in page and "<polyline" in page and "6 malformed" in page
+    assert page.index("id='verdict'") < page.index("<svg") < page.index("Key figures")
+    body = re.sub(r"<code>.*?</code>", "", strip_svg(page).split("</head>")[1])
+    assert "6 malformed" in body and "acked_bytes_ge_n" not in body and "{" not in body
+    assert "Acknowledged bytes on &gt;= N racks" in page and "380 B" in page
+    assert page.count("<h2>") == 6  # what to do, key figures, 4 tables (not "overall")
+    assert {p.name for p in (out / "charts").iterdir()} == {"coverage.svg",
+                                                            "bytes-by-racks.svg"}
     written = list((out / "by_topic_hour").glob(f"*.{fmt}"))
     assert written, "no table file"
     if fmt == "csv":
