@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -113,15 +113,15 @@ def coverage(series: Sequence[CoverageSeries], min_racks: int, step_s: float) ->
                  and s.rejected[j]]
         if marks:
             ax.scatter([m[0] for m in marks], [1.08] * len(marks), marker="v", color="black",
-                       s=[18 + min(60, m[1]) for m in marks], clip_on=False,
+                       s=[18 + min(60, m[1]) for m in marks],
                        label="refused by the proxy", gid=f"rejected-{_slug(s.topic)}")
         would = [(x[j], s.would_reject[j]) for j in range(len(x))
                  if j < len(s.would_reject) and s.would_reject[j]]
         if would:
             ax.scatter([m[0] for m in would], [1.08] * len(would), marker="o",
-                       facecolors="none", edgecolors="black", clip_on=False,
+                       facecolors="none", edgecolors="black",
                        label="observe mode: would refuse", gid=f"would-reject-{_slug(s.topic)}")
-        ax.set_ylim(0, 1)
+        ax.set_ylim(0, 1.16)  # the marks sit in the strip above 100 %
         ax.set_yticks([0, 0.5, 1], ["0 %", "50 %", "100 %"])
         ax.set_ylabel(s.topic, rotation=0, ha="right", va="center")
         data["topics"][s.topic] = {"times": s.times, "under": s.under, "at": s.at,
@@ -139,10 +139,14 @@ def coverage(series: Sequence[CoverageSeries], min_racks: int, step_s: float) ->
 
 
 def bars(chart_id: str, title: str, labels: Sequence[str], values: Sequence[float],
-         colours: Sequence[str], value_text: Sequence[str], ylabel: str) -> Chart:
-    """A bar per label, each bar's value written on it."""
+         colours: Sequence[str], value_text: Sequence[str], ylabel: str,
+         tick: Callable[[float], str]) -> Chart:
+    """A bar per label, each bar's value written on it; ``tick`` formats the value axis."""
+    from matplotlib.ticker import FuncFormatter
+
     fig = _figure(6.5, 2.8)
     ax = fig.subplots()
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: tick(v)))
     drawn = ax.bar(list(labels), list(values), color=list(colours))
     for bar, label, text in zip(drawn.patches, labels, value_text, strict=True):
         bar.set_gid(f"{chart_id}-bar-{_slug(label)}")

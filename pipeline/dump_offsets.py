@@ -3,8 +3,10 @@
 Reads the topic from the beginning of each partition to the end offsets taken
 at start (kafka-python, no consumer group, nothing committed) and writes one
 row per record: topic, partition, offset, timestamp (ms), key_hash (first 16
-hex digits of the key's SHA-256, or null). Parquet through pyarrow when it is
-installed and the output name does not end in .jsonl, else JSON Lines.
+hex digits of the key's SHA-256, or null), to exactly the path it is given:
+Parquet for ``.parquet`` (through pyarrow), JSON Lines for ``.jsonl``; any
+other name, or Parquet without pyarrow, is refused before reading, with the
+reason.
 
 Invariant: the dump covers exactly [beginning, end-at-start) of every
 partition or the command fails (exit 1) saying which partition fell short;
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import sys
 import time
@@ -22,7 +25,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pipeline.progress import Progress
+
 Row = tuple[str, int, int, int, str | None]
+FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl"}
 
 
 def key_hash(key: bytes | None) -> str | None:
@@ -68,22 +74,35 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> Iterator[
         consumer.close()
 
 
+class DumpPathError(ValueError):
+    """The output path names a format this machine cannot write (the message says why)."""
+
+
+def check_out(out: Path) -> str:
+    """The format ``out`` asks for ("parquet" or "jsonl"), or DumpPathError saying why not."""
+    fmt = FORMATS.get(out.suffix.lower())
+    if fmt is None:
+        raise DumpPathError(f"cannot write {str(out)!r}: name the output .parquet or .jsonl "
+                            f"(not {out.suffix or 'no extension'!r})")
+    if fmt == "parquet" and importlib.util.find_spec("pyarrow") is None:
+        raise DumpPathError(f"cannot write {str(out)!r}: Parquet needs pyarrow (pip install "
+                            "pyarrow), or name the output .jsonl")
+    return fmt
+
+
 def write_rows(rows: list[Row], out: Path) -> Path:
-    """Parquet when pyarrow is importable, unless ``out`` ends in .jsonl; else JSON Lines
-    (with a .jsonl suffix)."""
+    """Exactly ``out``: Parquet for .parquet, JSON Lines for .jsonl/.json (check_out)."""
+    fmt = check_out(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        if out.suffix == ".jsonl":
-            raise ImportError("JSON Lines asked for")
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        path = out if out.suffix == ".jsonl" else out.with_suffix(".jsonl")
-        with path.open("w") as f:
+    if fmt == "jsonl":
+        with out.open("w") as f:
             for t, p, o, ts, k in rows:
                 f.write(json.dumps({"topic": t, "partition": p, "offset": o, "timestamp": ts,
                                     "key_hash": k}) + "\n")
-        return path
+        return out
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     columns: list[tuple[Any, ...]] = list(zip(*rows, strict=True)) if rows else [()] * 5
     table = pa.table({
         "topic": pa.array(columns[0], pa.string()),
@@ -96,25 +115,46 @@ def write_rows(rows: list[Row], out: Path) -> Path:
     return out
 
 
+def dump_topics(bootstrap: str, topics: list[str], timeout_s: float,
+                progress: Progress) -> list[Row]:
+    """Every offset of ``topics``, saying how far it got every few seconds."""
+    rows: list[Row] = []
+    for topic in topics:
+        last = time.monotonic()
+        with progress.step(f"reading every offset of {topic} from {bootstrap}"):
+            for row in read_topic(bootstrap, topic, timeout_s):
+                rows.append(row)
+                if time.monotonic() - last >= 5:
+                    last = time.monotonic()
+                    progress.say(f"{topic}: {len(rows):,} offsets so far")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="rackguard dump-offsets",
         description="Write every offset of a topic (topic, partition, offset, timestamp, "
-        "key hash) to Parquet, or JSON Lines without pyarrow, for report audit-loss.")
+        "key hash) to exactly the path given: .parquet (needs pyarrow) or .jsonl, for "
+        "report audit-loss.")
     parser.add_argument("--bootstrap", required=True, metavar="HOST:PORT[,...]")
     parser.add_argument("--topic", required=True)
-    parser.add_argument("--out", required=True, metavar="PATH")
+    parser.add_argument("--out", required=True, metavar="PATH.parquet|PATH.jsonl")
     parser.add_argument("--timeout-s", type=float, default=120.0, metavar="S")
     args = parser.parse_args(argv)
+    prog = "rackguard dump-offsets"
+    out = Path(args.out)
     try:
-        rows = list(read_topic(args.bootstrap, args.topic, args.timeout_s))
+        check_out(out)
+        rows = dump_topics(args.bootstrap, [args.topic], args.timeout_s, Progress(prog))
+    except DumpPathError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
     except Exception as exc:  # noqa: BLE001 - one line for any failure
-        print(f"rackguard dump-offsets: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 1
-    path = write_rows(rows, Path(args.out))
+    path = write_rows(rows, out)
     per: dict[int, int] = {}
     for _, p, *_rest in rows:
         per[p] = per.get(p, 0) + 1
-    print(f"rackguard dump-offsets: {len(rows)} offset(s) of {args.topic} in "
-          f"{len(per)} partition(s) -> {path}")
+    print(f"{prog}: {len(rows)} offset(s) of {args.topic} in {len(per)} partition(s) -> {path}")
     return 0

@@ -28,6 +28,7 @@ h1{font-size:1.5em;margin-bottom:.2em} .meta{color:#666;margin-top:0}
 figure{margin:1.5em 0} figure svg{max-width:100%;height:auto}
 table{border-collapse:collapse;margin:.6em 0 1.6em;font-size:13px}
 td,th{border:1px solid #ddd;padding:3px 8px;text-align:right;vertical-align:top}
+td{white-space:nowrap}
 th{background:#f3f3f3} td.k,th.k{text-align:left}
 .warn{color:#b00;font-weight:bold}
 """
@@ -95,8 +96,8 @@ def render(
         out.append(f"<p class='warn'>{bad:,} malformed ledger row(s) were excluded from every "
                    f"figure, for example (as read, cut at 200 characters):</p><ul>{samples}</ul>")
     for chart in charts:
-        out.append(f"<figure id='chart-{html.escape(chart.id)}'>{chart.svg}"
-                   f"<figcaption>{html.escape(chart.title)}</figcaption></figure>")
+        out.append(f"<figure id='chart-{html.escape(chart.id)}' "
+                   f"aria-label='{html.escape(chart.title)}'>{chart.svg}</figure>")
     out.append(_key_figures(summary))
     for note in notes:
         out.append(f"<p><em>Note: {html.escape(note)}</em></p>")

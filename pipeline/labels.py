@@ -16,16 +16,23 @@ from collections.abc import Mapping
 from datetime import date, datetime
 from typing import Any
 
-# column or summary key -> (label, unit); unit is one of "", "bytes", "share", "s", "time", "ms"
+# column or summary key -> (label, unit); unit is one of "", "id" (a number without
+# thousands separators), "bytes", "share", "s", "time"
 _LABELS: dict[str, tuple[str, str]] = {
     "topic": ("Topic", ""),
-    "partition": ("Partition", ""),
+    "partition": ("Partition", "id"),
     "hour": ("Hour (UTC)", "time"),
     "instance": ("Proxy instance", ""),
     "instances": ("Proxy instances", ""),
-    "req": ("Request no.", ""),
+    "req": ("Request no.", "id"),
     "client_id": ("Client id", ""),
-    "offset": ("Offset", ""),
+    "offset": ("Offset", "id"),
+    "first_offset": ("First offset", "id"),
+    "last_offset": ("Last offset", "id"),
+    "records": ("Records", ""),
+    "first_acked_at": ("First acknowledged at", "time"),
+    "last_acked_at": ("Last acknowledged at", "time"),
+    "isr_racks": ("ISR racks", ""),
     "acked_at": ("Acknowledged at", "time"),
     "min_racks": ("Racks required (N)", ""),
     "produce_requests": ("Produce requests", ""),
@@ -156,6 +163,8 @@ def value_text(key: str, v: Any) -> str:
             return human_seconds(float(v))
         if unit == "time":
             return utc_time(float(v))
+        if unit == "id":
+            return str(v)
         return f"{v:,}" if isinstance(v, int) else f"{v:.4g}"
     if isinstance(v, Mapping):
         return "; ".join(f"{k}: {value_text('', x)}" for k, x in v.items())

@@ -215,7 +215,7 @@ def _bytes_by_racks_chart(rows: DataFrame, n: int) -> Chart:
         [f"{k} rack{'s' if k != 1 else ''}" for k in racks], [found[k] for k in racks],
         [charts.UNDER if k < n else charts.AT if k == n else charts.ABOVE for k in racks],
         [f"{human_bytes(found[k])} ({percent(found[k] / total)})" for k in racks],
-        "acknowledged bytes")
+        "acknowledged bytes", human_bytes)
 
 
 def whatif(spark: SparkSession, ledger: Ledger, min_racks: Sequence[int] = (2, 3)) -> Report:
@@ -260,8 +260,8 @@ def whatif(spark: SparkSession, ledger: Ledger, min_racks: Sequence[int] = (2, 3
         [charts.UNDER if r.would_reject_writes else charts.ABOVE for r in rows],
         [f"{percent(r.would_reject_bytes / r.acked_bytes) if r.acked_bytes else '0 %'} "
          f"({human_bytes(r.would_reject_bytes)})" for r in rows],
-        "share of acknowledged bytes")
-    return Report("whatif", {"by_topic_hour": by_hour, "overall": overall}, summary,
+        "share of acknowledged bytes", percent)
+    return Report("whatif", {"overall": overall, "by_topic_hour": by_hour}, summary,
                   verdicts.whatif(rows), [chart])
 
 
@@ -339,7 +339,7 @@ def audit_loss(spark: SparkSession, ledger: Ledger, offsets_path: str,
                                                                       "offset"]), topics)
     notes = ["offsets below a partition's log start (deleted by retention) count as missing: "
              "dump the topic before retention removes the outage window"]
-    return Report("audit-loss", {"missing": missing, "missing_ranges": ranges,
+    return Report("audit-loss", {"missing_ranges": ranges, "missing": missing,
                                  "by_partition": per_partition}, summary,
                   verdicts.audit_loss(facts), [chart], notes)
 

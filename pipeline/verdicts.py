@@ -171,11 +171,16 @@ def whatif(rows: Sequence[WhatIfRow]) -> Verdict:
                       "refusing anything that was acknowledged: rackguard serve "
                       f"--min-insync-racks {max(safe)}.")
     risky = [r for r in rows if r.would_reject_writes]
-    if risky:
-        advice.append("A value that would have refused writes refuses them because their "
-                      "in-sync replicas spanned too few racks: those records were at risk. "
-                      "Enforce it once the producers can retry through a rack outage, and "
-                      "check placement (rackguard report placement).")
+    for r in risky:
+        if r.acked_bytes and r.would_reject_bytes >= 0.99 * r.acked_bytes:
+            advice.append(f"min.insync.racks={r.min_racks} would refuse nearly every write: "
+                          f"the replicas themselves span fewer than {r.min_racks} racks. Fix "
+                          "the placement first (rackguard report placement).")
+        else:
+            advice.append(f"min.insync.racks={r.min_racks} refuses only writes whose in-sync "
+                          "replicas had shrunk to too few racks, the ones at risk: enforce it "
+                          "once the producers can retry through a rack outage (librdkafka, "
+                          "Java and kafka-python retry NOT_ENOUGH_REPLICAS by default).")
     if not advice:
         advice.append("Collect more traffic: run the proxy with --observe and the ledger on.")
     return Verdict(tuple(findings), tuple(advice), bool(risky))

@@ -120,6 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     commands.add_parser(
+        "audit",
+        help="find acknowledged records missing from the cluster: dump the topics and run "
+        "the loss audit in one command (PySpark; see its --help)",
+        add_help=False,
+    )
+    commands.add_parser(
         "dump-offsets",
         help="write every offset of a topic to Parquet/JSON Lines for report audit-loss",
         add_help=False,
@@ -177,10 +183,11 @@ def main(argv: list[str] | None = None) -> int:
         from simulator.cli import main as simulate
 
         return simulate(argv[1:])
-    if argv[:1] in (["report"], ["dump-offsets"]):
+    if argv[:1] in (["report"], ["audit"], ["dump-offsets"]):
         from proxy import report_cli
 
-        entry = report_cli.report if argv[0] == "report" else report_cli.dump_offsets
+        entry = {"report": report_cli.report, "audit": report_cli.audit,
+                 "dump-offsets": report_cli.dump_offsets}[argv[0]]
         return entry(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -1,4 +1,5 @@
-"""``rackguard report ...`` and ``rackguard dump-offsets ...``: thin doors to pipeline/.
+"""``rackguard report``, ``rackguard audit`` and ``rackguard dump-offsets``: thin doors to
+pipeline/.
 
 Invariant: this module imports pipeline (and, through it, pyspark) only inside
 the functions below, so ``rackguard serve`` and every other proxy path never
@@ -17,5 +18,11 @@ def report(argv: list[str]) -> int:
 
 def dump_offsets(argv: list[str]) -> int:
     from pipeline.dump_offsets import main
+
+    return main(argv)
+
+
+def audit(argv: list[str]) -> int:
+    from pipeline.audit import main
 
     return main(argv)

@@ -12,6 +12,7 @@ during the outage, and no acknowledged offset missing from the topic.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ import pytest
 from kafka.protocol.producer import ProduceResponse
 
 from config.settings import load_settings
+from pipeline.audit import main as audit_main
 from pipeline.dump_offsets import read_topic, write_rows
+from pipeline.labels import human_bytes
 from pipeline.ledger_io import read_ledger
 from pipeline.reports import audit_loss, durability, whatif
 from proxy.app import Rackguard
@@ -75,7 +78,7 @@ class Producer:
             c.close()
 
 
-async def outage_traffic(tmp: Path) -> tuple[Producer, float, Path]:
+async def outage_traffic(tmp: Path, spark: Any) -> tuple[Producer, float, Path, int]:
     base = free_port_block(60)
     cluster = await start_cluster(SimulatorConfig(
         brokers=racked_brokers(6, RACKS, port_base=base),
@@ -111,17 +114,21 @@ async def outage_traffic(tmp: Path) -> tuple[Producer, float, Path]:
         rows = await asyncio.to_thread(lambda: list(read_topic(
             cluster.bootstrap_servers, "orders", 60)))
         dump = write_rows(rows, tmp / "orders.parquet")
+        # the one-command audit reads the same topic from the cluster itself
+        audited = await asyncio.to_thread(audit_main, [
+            "--bootstrap", cluster.bootstrap_servers, "--ledger", str(tmp / "ledger"),
+            "--out", str(tmp / "audit")], spark)
     finally:
         producer.close()
         await app.stop()
         await cluster.stop()
-    return producer, outage, dump
+    return producer, outage, dump, audited
 
 
 async def test_reports_over_a_real_ledger_through_a_rack_outage(
     spark: Any, tmp_path: Path
 ) -> None:
-    producer, outage, dump = await outage_traffic(tmp_path)
+    producer, outage, dump, audited = await outage_traffic(tmp_path, spark)
     acked, rejected = producer.acked, producer.rejected
     assert len(acked) == 2 * 3 * PER_PHASE, "before and after the outage all are acknowledged"
     assert len(rejected) + len(producer.other) == 3 * PER_PHASE
@@ -137,6 +144,15 @@ async def test_reports_over_a_real_ledger_through_a_rack_outage(
     assert d["acked_bytes"] == sum(b for _, _, b, _ in acked)
     assert d["acked_records"] == RECORDS * len(acked)
     assert d["share_bytes_ge_n"] == 1.0  # enforced: nothing acknowledged on one rack
+    verdict = durability(spark, ledger, 2).verdict
+    assert verdict.findings[0] == (
+        f"All acknowledged bytes ({human_bytes(d['acked_bytes'])}, {RECORDS * len(acked)} "
+        "records, on 1 topic) were acknowledged while their in-sync replicas spanned at least "
+        "2 racks: losing any one rack would have lost none of them.")
+    assert verdict.findings[1].startswith(
+        f"The proxy refused {len(rejected)} partition writes (NOT_ENOUGH_RACKS: "
+        f"{len(rejected)})")
+    assert not verdict.at_risk
     assert d["rejections_by_reason"] == {"rejected:NOT_ENOUGH_RACKS": len(rejected)}
     assert d["rejected_writes"] == len(rejected)
     assert d["broker_errors"] == len(producer.other)
@@ -153,3 +169,11 @@ async def test_reports_over_a_real_ledger_through_a_rack_outage(
     assert a["acked_offsets"] == RECORDS * len(acked)
     assert a["missing_offsets"] == 0
     assert a["unverifiable_acked_writes"] == 0
+    # rackguard audit: the same answer in one command, with its own dump
+    assert audited == 0
+    summary = json.loads((tmp_path / "audit" / "summary.json").read_text())
+    assert (summary["acked_offsets"], summary["missing_offsets"]) == (RECORDS * len(acked), 0)
+    assert summary["verdict"]["findings"] == [
+        f"Every acknowledged record ({RECORDS * len(acked)} offsets on orders) is in the "
+        "cluster: none was lost."]
+    assert (tmp_path / "audit" / "offsets.parquet").exists()

@@ -232,7 +232,7 @@ def test_whatif(spark: Any, ledger: Any) -> None:
         "80 B, 2 records), on orders.",
         "min.insync.racks=3 would have refused 3 of 4 acknowledged writes (47 % of bytes: "
         "180 B, 4 records), on orders.")
-    assert rep.verdict.at_risk and len(rep.verdict.advice) == 1
+    assert rep.verdict.at_risk and len(rep.verdict.advice) == 2  # one per value that refuses
     [chart] = rep.charts
     assert chart.data["values"] == pytest.approx([80 / 380, 180 / 380])
     assert {"whatif-bar-N___2", "whatif-bar-N___3"} <= svg_ids(chart.svg)
