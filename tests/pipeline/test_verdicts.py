@@ -8,7 +8,9 @@ before reading anything, with the reason.
 
 from __future__ import annotations
 
+import io
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ import pytest
 from pipeline import verdicts
 from pipeline.dump_offsets import DumpPathError, check_out, main, write_rows
 from pipeline.labels import human_bytes, human_seconds, percent, value_text
+from pipeline.progress import Progress
 
 T = 1_763_944_198.0  # 2025-11-24 00:29:58 UTC
 
@@ -159,3 +162,45 @@ def test_dump_command_refuses_before_connecting(capsys: pytest.CaptureFixture[st
     # an unreachable bootstrap: the path is refused first, so no connection is tried
     assert main(["--bootstrap", "127.0.0.1:1", "--topic", "t", "--out", "x.csv"]) == 2
     assert "name the output .parquet or .jsonl" in capsys.readouterr().err
+
+
+class _Stage:
+    def __init__(self, stage_id: int, done: int, total: int) -> None:
+        self.stageId, self.numCompletedTasks, self.numTasks = stage_id, done, total
+
+
+class _Tracker:
+    def __init__(self, seen: threading.Event) -> None:
+        self.seen = seen
+
+    def getActiveStageIds(self) -> list[int]:  # noqa: N802 - Spark's name
+        self.seen.set()
+        return [7]
+
+    def getStageInfo(self, stage_id: int) -> _Stage:  # noqa: N802 - Spark's name
+        return _Stage(stage_id, 3, 8)
+
+
+class _Spark:
+    def __init__(self, seen: threading.Event) -> None:
+        self.sparkContext = self
+        self._tracker = _Tracker(seen)
+
+    def statusTracker(self) -> _Tracker:  # noqa: N802 - Spark's name
+        return self._tracker
+
+
+def test_progress_says_each_step_and_sparks_running_stage() -> None:
+    out = io.StringIO()
+    ticks = iter(float(i) for i in range(1000))
+    progress = Progress("rackguard report", out, clock=lambda: next(ticks), poll_s=0.001,
+                        quiet_s=0)
+    seen = threading.Event()
+    with progress.step("reading the ledger", _Spark(seen)):
+        assert seen.wait(10)
+        while "Spark stage" not in out.getvalue():
+            seen.clear()
+            assert seen.wait(10)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "rackguard report: [   1.0 s] reading the ledger ..."
+    assert any(line.endswith("reading the ledger: Spark stage 7, 3/8 tasks") for line in lines)
