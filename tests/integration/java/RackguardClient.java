@@ -4,6 +4,9 @@
 //   produce  bootstrap= topic= n= [partitions=]        idempotent, acks=all
 //   consume  bootstrap= topic= group= n= [timeout_ms=]  group consumer, commitSync
 //   admin    bootstrap= [topic=] [create=1] [partitions=]  describe cluster, list topics
+//   stream   bootstrap= topic= seconds= acked=FILE [rate=] [prefix=]
+//            idempotent, acks=all, for the given time at about rate records/s; each
+//            acknowledged record's "value partition offset" is appended to FILE
 // Common: hold=1 prints the result line, then waits for a line on stdin
 // before closing the clients (so a test can inspect live connections).
 // Prints exactly one line starting with "RESULT " followed by JSON.
@@ -74,6 +77,7 @@ public class RackguardClient {
             case "produce": produce(); break;
             case "consume": consume(); break;
             case "admin": admin(); break;
+            case "stream": stream(); break;
             default: throw new IllegalArgumentException("mode " + mode);
         }
     }
@@ -82,7 +86,7 @@ public class RackguardClient {
         Properties p = base();
         p.put("acks", "all");
         p.put("enable.idempotence", "true");
-        p.put("delivery.timeout.ms", "20000");
+        p.put("delivery.timeout.ms", opt("delivery_timeout_ms", "20000"));
         p.put("max.block.ms", "15000");
         p.put("linger.ms", "5");
         p.put("key.serializer", StringSerializer.class.getName());
@@ -124,6 +128,65 @@ public class RackguardClient {
         } finally {
             producer.close(Duration.ofSeconds(5));
         }
+    }
+
+    static void stream() throws Exception {
+        Properties p = base();
+        p.put("acks", "all");
+        p.put("enable.idempotence", "true");
+        p.put("delivery.timeout.ms", opt("delivery_timeout_ms", "120000"));
+        p.put("max.block.ms", "60000");
+        p.put("linger.ms", "5");
+        p.put("key.serializer", StringSerializer.class.getName());
+        p.put("value.serializer", StringSerializer.class.getName());
+        String topic = opt("topic", null);
+        String prefix = opt("prefix", "java-");
+        long seconds = Long.parseLong(opt("seconds", "60"));
+        int rate = Integer.parseInt(opt("rate", "200"));
+        AtomicInteger acked = new AtomicInteger();
+        AtomicInteger failed = new AtomicInteger();
+        List<String> errors = Collections.synchronizedList(new ArrayList<>());
+        java.io.PrintWriter out = new java.io.PrintWriter(
+            new java.io.FileWriter(opt("acked", null), true), false);
+        int sent = 0;
+        KafkaProducer<String, String> producer = new KafkaProducer<>(p);
+        try {
+            long start = System.nanoTime();
+            long end = start + seconds * 1_000_000_000L;
+            while (System.nanoTime() < end) {
+                long due = start + (long) sent * 1_000_000_000L / rate;
+                long wait = due - System.nanoTime();
+                if (wait > 0) Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
+                String value = prefix + sent;
+                producer.send(new ProducerRecord<>(topic, value, value), (md, e) -> {
+                    if (e != null) {
+                        failed.incrementAndGet();
+                        if (errors.size() < 20) errors.add(e.getClass().getSimpleName() + ": "
+                            + e.getMessage());
+                    } else {
+                        acked.incrementAndGet();
+                        synchronized (out) {
+                            out.println(value + " " + md.partition() + " " + md.offset());
+                        }
+                    }
+                });
+                sent++;
+            }
+            producer.flush();
+        } finally {
+            producer.close(Duration.ofSeconds(30));
+            synchronized (out) { out.close(); }
+        }
+        StringBuilder errs = new StringBuilder("[");
+        synchronized (errors) {
+            for (String e : errors) {
+                if (errs.length() > 1) errs.append(',');
+                errs.append(q(e));
+            }
+        }
+        errs.append(']');
+        emit("{\"mode\":\"stream\",\"sent\":" + sent + ",\"acked\":" + acked.get()
+            + ",\"failed\":" + failed.get() + ",\"errors\":" + errs + "}");
     }
 
     static void consume() throws Exception {

@@ -1,0 +1,105 @@
+"""Apache Kafka from Maven Central: the broker, its tools and the Java client, as jars.
+
+    .venv/bin/python -m tests.system.kafka_dist install [VERSION ...]
+
+resolves each pinned release (default: every one in ``VERSIONS``) with Maven
+(``tests/system/kafka/pom.xml``, ``dependency:copy-dependencies``) into
+``.cache/kafka/<version>/libs`` (``RGTEST_KAFKA_CACHE`` moves it), once per
+machine: a ``READY`` file marks a complete folder, so the second run costs
+nothing. The system tests run the broker, ``kafka.tools.StorageTool`` and the
+command-line tools from these jars; the Java-client tests take kafka-clients
+from them too. ``RGTEST_KAFKA_VERSION`` picks the release the tests run
+(default ``DEFAULT_VERSION``).
+
+Invariant: a version's folder is either complete (``READY`` written last,
+after Maven succeeded) or ignored; parallel installs take a lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+POM = Path(__file__).resolve().parent / "kafka" / "pom.xml"
+CACHE = Path(os.environ.get("RGTEST_KAFKA_CACHE", REPO / ".cache" / "kafka"))
+DEFAULT_VERSION = "4.4.0"  # the latest 4.x release on Maven Central
+VERSIONS = (DEFAULT_VERSION, "3.9.2")  # the 3.x line the system tests also run against
+LOG4J2 = "2.25.5"  # the log4j2 Kafka 4 ships with; its slf4j bridge is added
+
+
+def version() -> str:
+    return os.environ.get("RGTEST_KAFKA_VERSION", DEFAULT_VERSION)
+
+
+def libs(kafka_version: str | None = None) -> Path:
+    return CACHE / (kafka_version or version()) / "libs"
+
+
+def ready(kafka_version: str | None = None) -> bool:
+    return (libs(kafka_version).parent / "READY").exists()
+
+
+def classpath(kafka_version: str | None = None) -> str:
+    return str(libs(kafka_version)) + os.sep + "*"
+
+
+def unavailable_reason(kafka_version: str | None = None) -> str | None:
+    """Why real Kafka cannot run here, or None."""
+    v = kafka_version or version()
+    if shutil.which("java") is None:
+        return "no Java: java not found on PATH (Kafka needs Java 17)"
+    if not ready(v):
+        return (f"Apache Kafka {v} is not resolved: run `.venv/bin/python -m "
+                f"tests.system.kafka_dist install {v}` (needs Maven and Maven Central)")
+    return None
+
+
+def install(kafka_version: str) -> Path:
+    """Resolves ``kafka_version`` into its libs folder unless it is there already."""
+    folder = libs(kafka_version)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if ready(kafka_version):
+            return folder
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise RuntimeError("Maven (mvn) is not installed: apt-get install -y maven")
+        shutil.rmtree(folder, ignore_errors=True)
+        argv = [mvn, "-q", "-B", "-f", str(POM), f"-Dkafka.version={kafka_version}",
+                f"-Dlibs={folder}", "dependency:copy-dependencies"]
+        if int(kafka_version.split(".")[0]) >= 4:
+            argv.insert(-1, f"-Dkafka.log4j2={LOG4J2}")
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=1800,
+                              cwd=POM.parent)
+        if done.returncode != 0:
+            raise RuntimeError(f"resolving Apache Kafka {kafka_version} failed:\n"
+                               f"{(done.stdout + done.stderr)[-4000:]}")
+        shutil.rmtree(POM.parent / "target", ignore_errors=True)
+        jars = sorted(p.name for p in folder.glob("*.jar"))
+        if not any(j.startswith("kafka_2.13-") for j in jars):
+            raise RuntimeError(f"resolving Apache Kafka {kafka_version}: no broker jar in "
+                               f"{folder}")
+        (folder.parent / "READY").write_text("\n".join(jars) + "\n")
+        return folder
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] != ["install"]:
+        print("usage: python -m tests.system.kafka_dist install [VERSION ...]", file=sys.stderr)
+        return 2
+    for v in argv[1:] or list(VERSIONS):
+        already = ready(v)
+        folder = install(v)
+        print(f"Apache Kafka {v}: {'already in' if already else 'resolved into'} {folder} "
+              f"({len(list(folder.glob('*.jar')))} jars)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
