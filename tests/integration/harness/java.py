@@ -51,9 +51,9 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def ensure_jars() -> list[Path]:
+def ensure_jars(kafka_version: str | None = None) -> list[Path]:
     """The jars kafka-clients needs, resolving the Kafka release once where it is not."""
-    libs = kafka_dist.install(kafka_dist.version())
+    libs = kafka_dist.install(kafka_version or kafka_dist.version())
     found: dict[str, Path] = {}
     for jar in libs.glob("*.jar"):
         m = _JAR_RE.match(jar.name)
@@ -122,8 +122,10 @@ def parse_result(stdout: str) -> dict | None:
     return None
 
 
-def build_client() -> JavaClient:
-    jars = ensure_jars()
+def build_client(kafka_version: str | None = None) -> JavaClient:
+    """The driver compiled against kafka-clients of ``kafka_version`` (default: the
+    release the system tests run, RGTEST_KAFKA_VERSION)."""
+    jars = ensure_jars(kafka_version)
     CACHE.mkdir(parents=True, exist_ok=True)
     javac, java = _tool("javac"), _tool("java")
     assert javac and java
