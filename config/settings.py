@@ -103,6 +103,35 @@ class Settings(BaseSettings):
     connect_timeout_ms: int = Field(
         default=10_000, ge=100, description="Timeout for connecting to an upstream broker"
     )
+    admin_connect_timeout_ms: int = Field(
+        default=1_000,
+        ge=50,
+        description="Timeout for the proxy's own connections to a broker (metadata and "
+        "config reads), before it fails over to another",
+    )
+    admin_request_timeout_ms: int = Field(
+        default=2_000,
+        ge=50,
+        description="Timeout for an answer to the proxy's own requests, before it fails "
+        "over to another broker",
+    )
+    metadata_hedge_delay_ms: int = Field(
+        default=500,
+        ge=10,
+        description="A metadata poll not answered within this also asks a broker in "
+        "another rack, and takes the first answer",
+    )
+    upstream_backoff_ms: int = Field(
+        default=500,
+        ge=0,
+        description="A broker that failed the proxy's own request is not asked again for "
+        "this long, doubled per consecutive failure",
+    )
+    upstream_backoff_max_ms: int = Field(
+        default=10_000,
+        ge=0,
+        description="Longest back-off of a failing broker",
+    )
     shutdown_timeout_ms: int = Field(
         default=10_000,
         ge=0,
@@ -267,6 +296,25 @@ class Settings(BaseSettings):
             raise ValueError(
                 "advertised_host: required when listen_host is a wildcard address"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _failover_fits_the_age_bound(self) -> Settings:
+        # a poll must be able to give up on two brokers and still refresh in time
+        attempt = self.admin_connect_timeout_ms + self.admin_request_timeout_ms
+        if 2 * attempt > self.max_metadata_age_ms:
+            raise ValueError(
+                f"admin_connect_timeout_ms + admin_request_timeout_ms ({attempt} ms): two "
+                f"failed attempts must fit in max_metadata_age_ms "
+                f"({self.max_metadata_age_ms} ms)"
+            )
+        if self.metadata_hedge_delay_ms >= self.admin_request_timeout_ms:
+            raise ValueError(
+                f"metadata_hedge_delay_ms ({self.metadata_hedge_delay_ms}) must be below "
+                f"admin_request_timeout_ms ({self.admin_request_timeout_ms})"
+            )
+        if self.upstream_backoff_max_ms < self.upstream_backoff_ms:
+            raise ValueError("upstream_backoff_max_ms must be at least upstream_backoff_ms")
         return self
 
     @property

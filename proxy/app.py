@@ -29,6 +29,7 @@ from proxy.metrics import ProxyMetrics
 from proxy.policy import RackRule
 from proxy.poller import MetadataPoller, PollError
 from proxy.server import ProxyServer
+from proxy.upstream_health import UpstreamHealth
 
 log = logging.getLogger("rackguard")
 
@@ -110,8 +111,13 @@ class Rackguard:
                               registry=registry)
         self.server = ProxyServer(settings, self.metrics,
                                   metadata_observers=[self._observe_metadata])
+        self.broker_up = Gauge(
+            "rackguard_upstream_broker_up",
+            "1 while a broker answers the proxy's own requests, 0 while it is backed off "
+            "after failing one", ["broker", "rack"], registry=registry)
         self.poller = MetadataPoller(settings, self.store, self._learn_addresses,
-                                     self.refresh_failures.inc, clock)
+                                     self.refresh_failures.inc, clock,
+                                     on_health=self._report_upstream_health)
         # The decision ledger (None unless ledger_dir is set): rows and snapshots are
         # written by its own thread, never on the event loop.
         self.ledger = ledger_from_settings(settings, registry, clock, lambda: self.store.view,
@@ -133,6 +139,10 @@ class Rackguard:
             settings.metrics_partition_series)
         self._ops_http: OpsHttpServer | None = None
         self.store.subscribe(self._on_view_change)
+
+    def _report_upstream_health(self, health: UpstreamHealth) -> None:
+        for broker, up in health.states().items():
+            self.broker_up.labels(str(broker.node_id), broker.rack or "").set(1 if up else 0)
 
     # ----- view feeding
     def _observe_metadata(self, frame: memoryview, version: int) -> None:

@@ -71,6 +71,12 @@ SERVE_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
     "--metadata-refresh-interval-ms": ("metadata_refresh_interval_ms", _flag(
         int, "MS", "interval of the proxy's own metadata poll (default 2000)")),
     "--max-frame-size": ("max_frame_size", _flag(int, "BYTES", "largest accepted frame")),
+    "--admin-connect-timeout-ms": ("admin_connect_timeout_ms", _flag(
+        int, "MS", "connect timeout of the proxy's own requests (default 1000)")),
+    "--admin-request-timeout-ms": ("admin_request_timeout_ms", _flag(
+        int, "MS", "answer timeout of the proxy's own requests (default 2000)")),
+    "--metadata-hedge-delay-ms": ("metadata_hedge_delay_ms", _flag(
+        int, "MS", "ask a second broker when a poll is slower than this (default 500)")),
     "--shutdown-timeout-ms": ("shutdown_timeout_ms", _flag(
         int, "MS", "time in-flight requests get to finish on SIGTERM/SIGINT")),
     "--ledger-dir": ("ledger_dir", _flag(

@@ -1,7 +1,15 @@
 """The proxy's own connection to the cluster: a metadata and topic-config poller.
 
-Every ``metadata_refresh_interval_ms`` it asks one upstream bootstrap server
-for Metadata on all topics, and every ``topic_config_refresh_interval_ms``
+Every ``metadata_refresh_interval_ms`` it asks one broker for Metadata on all
+topics: any broker of the current view, in the order :class:`UpstreamHealth`
+gives (the bootstrap servers only for the first view and when every known
+broker failed). Each attempt has its own connect and request timeouts
+(``admin_connect_timeout_ms``, ``admin_request_timeout_ms``); a broker that
+fails is backed off and the next one, in another rack first, is asked at
+once; one that has not answered within ``metadata_hedge_delay_ms`` is joined
+by a second attempt on another broker, and the first answer wins. So a rack
+that hangs costs a poll one hedge delay, not a timeout. Every
+``topic_config_refresh_interval_ms``
 (and whenever new topics appear) for each topic's ``min.insync.replicas``
 with DescribeConfigs. Results go into the :class:`ClusterViewStore`, through
 the :class:`ViewFeeder`. ``refresh_now`` wakes it at once and resolves after
@@ -49,6 +57,7 @@ from protocol.describe_configs import (
 )
 from protocol.primitives import Buffer
 from proxy.cluster_view import ClusterView, ClusterViewStore
+from proxy.upstream_health import Address, Candidate, UpstreamHealth
 from proxy.view_feeder import Pause, ViewFeeder
 
 log = logging.getLogger("rackguard.poller")
@@ -61,6 +70,10 @@ _I32 = struct.Struct(">i")
 
 class PollError(Exception):
     pass
+
+
+# what one attempt on one broker can fail with (TimeoutError is an OSError)
+_ATTEMPT_ERRORS = (OSError, asyncio.IncompleteReadError, PollError, ValueError)
 
 
 class _Conn:
@@ -128,6 +141,7 @@ class MetadataPoller:
         failures: Callable[[], None],
         clock: Callable[[], float],
         feeder: ViewFeeder | None = None,
+        on_health: Callable[[UpstreamHealth], None] = lambda health: None,
     ) -> None:
         self._settings = settings
         self._store = store
@@ -135,11 +149,14 @@ class MetadataPoller:
         self._on_metadata = on_metadata
         self._count_failure = failures
         self._clock = clock
-        self._conn: _Conn | None = None
+        self._on_health = on_health
+        self.upstreams = UpstreamHealth(
+            settings.upstream_addresses(), clock, settings.upstream_backoff_ms / 1000,
+            settings.upstream_backoff_max_ms / 1000)
+        self._conns: dict[Address, _Conn] = {}
         self._wake = asyncio.Event()
         self._waiters: list[asyncio.Future[bool]] = []
         self._task: asyncio.Task[None] | None = None
-        self._next_upstream = 0
         self._configs_at = -float("inf")
         self._known_topics: frozenset[str] = frozenset()
         self.last_error: str | None = None
@@ -155,8 +172,8 @@ class MetadataPoller:
         if self._task is not None:
             self._task.cancel()
             await asyncio.wait({self._task}, timeout=5)
-        if self._conn is not None:
-            self._conn.close()
+        for address in list(self._conns):
+            self._drop(address)
         self._feeder.close()
 
     @property
@@ -171,27 +188,21 @@ class MetadataPoller:
         return waiter
 
     async def poll_once(self) -> None:
-        """One refresh; raises on failure (used at start-up and by the loop).
-
-        A failure on a connection that was already open (its broker may have gone)
-        is retried once on a new connection, which tries every upstream in turn.
-        """
-        reused = self._conn is not None
+        """One refresh, failing over and hedging across brokers; raises PollError when no
+        broker answered (used at start-up and by the loop)."""
         try:
             await self._poll()
-        except PollError:
-            if not reused:
-                raise
-            await self._poll()
+        finally:
+            self._on_health(self.upstreams)
 
     async def _poll(self) -> None:
-        timeout = self._settings.connect_timeout_ms / 1000
         try:
-            conn = await self._connection(timeout)
-            frame, version = await self._metadata(conn, timeout)
+            winner, conn, frame, version = await self._hedged_metadata()
             brokers = await self._feeder.absorb(frame, version, full=True)
             del frame
             self._on_metadata(brokers)
+            self.upstreams.learn(Candidate(b.node_id, b.host, b.port, b.rack)
+                                 for b in self._store.view.brokers.values())
             now = self._clock()
             due = now - self._configs_at >= self._settings.topic_config_refresh_interval_ms / 1000
             view = self._store.view
@@ -200,15 +211,11 @@ class MetadataPoller:
                 large=len(view.topics) >= _MANY_TOPICS)
             del view
             if topics is not None:
-                await self._topic_configs(conn, topics, timeout)
+                await self._topic_configs(winner, conn, topics)
                 self._configs_at = now
                 self._known_topics = topics
             self.last_error = None
-        except (TimeoutError, OSError, asyncio.IncompleteReadError, PollError, ValueError) as exc:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-                self._next_upstream += 1  # start the next connection with another upstream
+        except _ATTEMPT_ERRORS as exc:
             self.last_error = str(exc) or type(exc).__name__
             raise PollError(self.last_error) from exc
 
@@ -236,30 +243,83 @@ class MetadataPoller:
             except TimeoutError:
                 pass
 
-    async def _connection(self, timeout: float) -> _Conn:
-        if self._conn is not None:
-            return self._conn
-        upstreams = self._settings.upstream_addresses()
-        errors = []
-        for i in range(len(upstreams)):
-            host, port = upstreams[(self._next_upstream + i) % len(upstreams)]
-            try:
-                async with asyncio.timeout(timeout):
-                    reader, writer = await asyncio.open_connection(host, port)
-            except (TimeoutError, OSError) as exc:
-                errors.append(f"{host}:{port}: {exc or 'timeout'}")
-                continue
-            conn = _Conn(reader, writer)
-            frame = await conn.call(ApiVersionsRequest(version=0), timeout)
-            error, entries = read_api_versions(frame, 0)
-            if error != 0:
-                conn.close()
-                raise PollError(f"ApiVersions error {error} from {host}:{port}")
-            conn.versions = {key: (lo, hi) for key, lo, hi in entries}
-            self._conn = conn
-            self._next_upstream = (self._next_upstream + i) % len(upstreams)
+    # ----- asking the brokers
+    async def _hedged_metadata(self) -> tuple[Candidate, _Conn, Buffer, int]:
+        """Metadata from the first broker that answers: candidates in the health order, the
+        next one at once when one fails, and a second one in flight when the first has not
+        answered within the hedge delay (at most two at a time)."""
+        order = iter(self.upstreams.order())
+        hedge = self._settings.metadata_hedge_delay_ms / 1000
+        running: dict[asyncio.Task[tuple[_Conn, Buffer, int]], Candidate] = {}
+        errors: list[str] = []
+
+        def launch() -> bool:
+            c = next(order, None)
+            if c is not None:
+                running[asyncio.ensure_future(self._ask_metadata(c))] = c
+            return c is not None
+
+        launch()
+        try:
+            while running:
+                done, _ = await asyncio.wait(running, timeout=hedge,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    if len(running) < 2:
+                        launch()  # a hedge: the order puts another rack next
+                    continue
+                for task in done:
+                    c = running.pop(task)
+                    exc = task.exception()
+                    if exc is None:
+                        conn, frame, version = task.result()
+                        self.upstreams.succeeded(c)
+                        for address in [a for a in self._conns if a != c.address]:
+                            self._drop(address)  # one connection kept: the one that answered
+                        return c, conn, frame, version
+                    if not isinstance(exc, _ATTEMPT_ERRORS):
+                        raise exc
+                    error = str(exc) or type(exc).__name__
+                    errors.append(f"{c.name}: {error}")
+                    self.upstreams.failed(c, error)
+                    self._drop(c.address)
+                while len(running) < 1 and launch():
+                    pass
+        finally:
+            for task, c in running.items():  # hedges that lost, or a failure elsewhere
+                task.cancel()
+                self._drop(c.address)
+            await asyncio.gather(*running, return_exceptions=True)
+        raise PollError("no broker answered: " + "; ".join(errors or ["none known"]))
+
+    async def _ask_metadata(self, c: Candidate) -> tuple[_Conn, Buffer, int]:
+        conn = await self._connect(c)
+        frame, version = await self._metadata(conn, self._request_timeout)
+        return conn, frame, version
+
+    @property
+    def _request_timeout(self) -> float:
+        return self._settings.admin_request_timeout_ms / 1000
+
+    async def _connect(self, c: Candidate) -> _Conn:
+        conn = self._conns.get(c.address)
+        if conn is not None:
             return conn
-        raise PollError("no upstream reachable: " + "; ".join(errors))
+        async with asyncio.timeout(self._settings.admin_connect_timeout_ms / 1000):
+            reader, writer = await asyncio.open_connection(c.host, c.port)
+        conn = _Conn(reader, writer)
+        self._conns[c.address] = conn
+        frame = await conn.call(ApiVersionsRequest(version=0), self._request_timeout)
+        error, entries = read_api_versions(frame, 0)
+        if error != 0:
+            raise PollError(f"ApiVersions error {error}")
+        conn.versions = {key: (lo, hi) for key, lo, hi in entries}
+        return conn
+
+    def _drop(self, address: Address) -> None:
+        conn = self._conns.pop(address, None)
+        if conn is not None:
+            conn.close()
 
     async def _metadata(self, conn: _Conn, timeout: float) -> tuple[Buffer, int]:
         _, hi = conn.versions.get(ApiKey.METADATA, (0, 0))
@@ -272,22 +332,31 @@ class MetadataPoller:
         request = MetadataRequest(version=version, **kwargs)
         return await conn.call(request, timeout), version
 
-    async def _topic_configs(self, conn: _Conn, topics: Collection[str], timeout: float
+    async def _topic_configs(self, c: Candidate, conn: _Conn, topics: Collection[str]
                              ) -> None:
+        """min.insync.replicas of ``topics`` from the broker that answered the Metadata;
+        on failure, once more from the next broker (another rack first)."""
         try:
-            await self._min_insync_replicas(conn, topics, timeout)
-        except (OSError, asyncio.IncompleteReadError) as exc:
-            if not self._ask_key_only:
-                raise
-            # Some Kafka-compatible brokers drop the connection when configuration
-            # keys are named; ask for all of each topic's configs from now on.
-            log.info("DescribeConfigs with a key list failed (%s); asking for all configs",
-                     exc or type(exc).__name__)
-            self._ask_key_only = False
-            conn.close()
-            self._conn = None
-            conn = await self._connection(timeout)
-            await self._min_insync_replicas(conn, topics, timeout)
+            await self._min_insync_replicas(conn, topics, self._request_timeout)
+            return
+        except (OSError, asyncio.IncompleteReadError, PollError, ValueError) as exc:
+            self._drop(c.address)
+            # A timeout says nothing about key lists (on Python 3.11 TimeoutError is an
+            # OSError: catching it as one used to switch to all configs for good); a
+            # connection dropped on a key list is what some Kafka-compatible brokers do:
+            # ask for all of each topic's configs from now on.
+            if (self._ask_key_only and not isinstance(exc, TimeoutError)
+                    and isinstance(exc, (OSError, asyncio.IncompleteReadError))):
+                log.info("DescribeConfigs with a key list failed (%s); asking for all "
+                         "configs", exc or type(exc).__name__)
+                self._ask_key_only = False
+                conn = await self._connect(c)
+                await self._min_insync_replicas(conn, topics, self._request_timeout)
+                return
+            self.upstreams.failed(c, str(exc) or type(exc).__name__)
+        for other in self.upstreams.order()[:1]:
+            conn = await self._connect(other)
+            await self._min_insync_replicas(conn, topics, self._request_timeout)
 
     async def _min_insync_replicas(self, conn: _Conn, topics: Collection[str], timeout: float
                                    ) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from simulator.config import SimulatorConfig, TopicSpec
 from simulator.control import ControlServer
 from simulator.core import SimCore
+from simulator.faults import Fault
 from simulator.log import StoredRecord
 from simulator.server import BrokerServer
 from simulator.state import Partition, Topic
@@ -123,6 +124,17 @@ class SimulatedCluster:
             return
         await self.servers[node_id].start()
         self.core.state.restore_broker(node_id)
+
+    async def fault_broker(self, node_id: int, fault: Fault | None) -> None:
+        """Show a network fault (simulator/faults.py) on one broker; None heals it."""
+        self.core.state.brokers[node_id]  # noqa: B018 - KeyError for an unknown broker
+        await self.servers[node_id].set_fault(fault)
+
+    async def fault_rack(self, rack: str | None, fault: Fault | None) -> list[int]:
+        nodes = self.core.state.brokers_in_rack(rack)
+        for node_id in nodes:
+            await self.fault_broker(node_id, fault)
+        return nodes
 
     async def kill_rack(self, rack: str | None) -> list[int]:
         nodes = self.core.state.brokers_in_rack(rack)

@@ -5,6 +5,9 @@ SimulatedCluster on the same loop. Routes:
   GET  /state
   POST /racks/{rack}/kill      POST /racks/{rack}/restore
   POST /brokers/{id}/kill      POST /brokers/{id}/restore
+  POST /racks/{rack}/fault     POST /brokers/{id}/fault
+                               body {"mode": hang|slow|partition-proxy|blackhole,
+                                     "delay_s": for slow}; {"mode": null} heals
   POST /topics                 body {"name", "partitions", "replication_factor", "configs"}
   POST /topics/{t}/partitions/{p}/isr   body [node ids]
   POST /topics/{t}/config      body {"key": k, "value": v or null}
@@ -19,6 +22,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from simulator.faults import Fault
 from simulator.state import StateError
 
 if TYPE_CHECKING:
@@ -98,6 +102,11 @@ class ControlServer:
             case ["brokers", node, "restore"]:
                 await c.restore_broker(int(node))
                 return 200, {"restored": [int(node)]}
+            case ["racks", rack, "fault"]:
+                return 200, {"faulted": await c.fault_rack(rack, _fault(body))}
+            case ["brokers", node, "fault"]:
+                await c.fault_broker(int(node), _fault(body))
+                return 200, {"faulted": [int(node)]}
             case ["topics"]:
                 topic = await c.create_topic(
                     body["name"], int(body.get("partitions", 3)),
@@ -111,3 +120,8 @@ class ControlServer:
                 await c.set_topic_config(topic, body["key"], body.get("value"))
                 return 200, {"configs": c.core.state.topics[topic].configs}
         return 404, {"error": f"no route {method} {path}"}
+
+
+def _fault(body: Any) -> Fault | None:
+    mode = (body or {}).get("mode")
+    return None if mode is None else Fault(str(mode), float(body.get("delay_s", 0.0)))

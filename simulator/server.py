@@ -16,6 +16,7 @@ import socket
 
 from simulator.core import SimCore
 from simulator.dispatch import dispatch
+from simulator.faults import Fault
 from simulator.wire import FrameError, frame_size
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,9 @@ class BrokerServer:
         self.port = port
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self.fault: Fault | None = None
+        self._blackhole: socket.socket | None = None
+        self._relisten = False
 
     @property
     def listening(self) -> bool:
@@ -41,6 +45,25 @@ class BrokerServer:
             self._serve, self.host, self.port, reuse_address=True, family=socket.AF_INET
         )
         self.port = self._server.sockets[0].getsockname()[1]
+
+    async def set_fault(self, fault: Fault | None) -> None:
+        """Show ``fault`` from now on (None: heal). A blackhole replaces the listener with
+        a socket nobody accepts on; healing it listens again on the same port."""
+        self.fault = fault
+        holing = fault is not None and fault.mode == "blackhole"
+        if holing and self._blackhole is None:
+            self._relisten = self.listening
+            await self.stop()
+            hole = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            hole.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            hole.bind((self.host, self.port))
+            hole.listen(0)
+            self._blackhole = hole
+        elif not holing and self._blackhole is not None:
+            self._blackhole.close()
+            self._blackhole = None
+            if self._relisten:
+                await self.start()
 
     async def stop(self) -> None:
         server, self._server = self._server, None
@@ -68,6 +91,11 @@ class BrokerServer:
             while True:
                 size = frame_size(await reader.readexactly(4))
                 frame = await reader.readexactly(size)
+                fault = self.fault
+                if fault is not None and fault.silences(frame):
+                    continue  # read, never answered
+                if fault is not None and fault.delay_s:
+                    await asyncio.sleep(fault.delay_s)
                 response = await dispatch(self.core, self.node_id, frame)
                 if response is not None:
                     writer.write(response)

@@ -19,6 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.app import Rackguard
+from simulator.faults import Fault
 from tests.component.conftest import free_port_block
 from tests.component.test_enforcement_app import Rig, answers, produce
 
@@ -64,7 +65,8 @@ REJECTED = {"topic": "orders", "decision": "rejected", "reason": "NOT_ENOUGH_RAC
 async def test_outage_shows_in_metrics_and_staleness_in_readyz(rig: Rig) -> None:
     cluster = await rig.start_cluster()
     app = rig.app(upstream=f"127.0.0.1:{cluster.port_of(1)}", metrics_port=0,
-                  max_metadata_age_ms=400)
+                  max_metadata_age_ms=400, admin_connect_timeout_ms=50,
+                  admin_request_timeout_ms=100, metadata_hedge_delay_ms=20)
     await app.start()
 
     assert await get(app, "/healthz") == (200, "alive\n")
@@ -110,8 +112,17 @@ async def test_outage_shows_in_metrics_and_staleness_in_readyz(rig: Rig) -> None
     client.send(produce("orders", [0], 2))
     assert answers(await client.recv())[0] == (0, None)
 
-    # the poller's only upstream goes: the view goes stale, readiness goes with it
+    # its bootstrap server goes: the poller asks the other brokers it knows
     await cluster.kill_broker(1)
+    assert await app.poller.refresh_now() is True
+    assert (await get(app, "/readyz"))[0] == 200
+    after = await scrape(app)
+    assert value(after, "rackguard_upstream_broker_up", broker="1", rack="rack-a") == 0
+    assert value(after, "rackguard_upstream_broker_up", broker="2", rack="rack-b") == 1
+
+    # the proxy is cut off from every broker: the view goes stale, readiness goes with it
+    for node in (2, 4, 5):
+        await cluster.fault_broker(node, Fault("partition-proxy"))
     assert await app.poller.refresh_now() is False
     await asyncio.sleep(0.5)
     status, reason = await get(app, "/readyz")
