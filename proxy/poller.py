@@ -248,16 +248,22 @@ class MetadataPoller:
         """Metadata from the first broker that answers: candidates in the health order, the
         next one at once when one fails, and a second one in flight when the first has not
         answered within the hedge delay (at most two at a time)."""
-        order = iter(self.upstreams.order())
+        waiting = self.upstreams.order()
         hedge = self._settings.metadata_hedge_delay_ms / 1000
         running: dict[asyncio.Task[tuple[_Conn, Buffer, int]], Candidate] = {}
         errors: list[str] = []
 
         def launch() -> bool:
-            c = next(order, None)
-            if c is not None:
-                running[asyncio.ensure_future(self._ask_metadata(c))] = c
-            return c is not None
+            # the next candidate, from a rack none of the running attempts is in if any is
+            # left: a broker that does not answer may be a zone that does not answer
+            busy = {c.rack for c in running.values()}
+            pick = next((c for c in waiting if c.rack not in busy), None)
+            if pick is None and waiting:
+                pick = waiting[0]
+            if pick is not None:
+                waiting.remove(pick)
+                running[asyncio.ensure_future(self._ask_metadata(pick))] = pick
+            return pick is not None
 
         launch()
         try:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from simulator.cluster import SimulatedCluster
 from simulator.config import SimulatorConfig
+from simulator.faults import Fault
 from simulator.log import StoredRecord
 
 T = TypeVar("T")
@@ -95,6 +96,9 @@ class ThreadedCluster:
 
     def restore_broker(self, node_id: int) -> None:
         self._run(self.cluster.restore_broker(node_id))
+
+    def fault_rack(self, rack: str | None, fault: Fault | None) -> list[int]:
+        return self._run(self.cluster.fault_rack(rack, fault))
 
     def kill_rack(self, rack: str | None) -> list[int]:
         return self._run(self.cluster.kill_rack(rack))

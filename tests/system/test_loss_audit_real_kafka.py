@@ -19,41 +19,15 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from tests.integration.harness.java import JavaClient, parse_result
+from tests.integration.harness.streams import rdkafka_stream
 
 from .rig import SystemRig
 
 SECONDS = float(os.environ.get("RGTEST_LOSS_AUDIT_S", "60"))
 RATE = 100  # records per second and producer
 PARTITIONS = 6
-
-
-def rdkafka_stream(bootstrap: str, topic: str, seconds: float,
-                   acked: dict[str, tuple[int, int]], errors: list[str]) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
-                         "enable.idempotence": True, "linger.ms": 5,
-                         "message.timeout.ms": 120000, "client.id": "rg-loss-rdkafka"})
-
-    def delivered(err: Any, msg: Any) -> None:
-        if err is not None:
-            errors.append(str(err))
-        else:
-            acked[msg.value().decode()] = (msg.partition(), msg.offset())
-
-    began, sent = time.monotonic(), 0
-    while time.monotonic() - began < seconds:
-        due = began + sent / RATE
-        if due > time.monotonic():
-            time.sleep(due - time.monotonic())
-        value = f"rdkafka-{sent}"
-        producer.produce(topic, value=value, key=value, on_delivery=delivered)
-        producer.poll(0)
-        sent += 1
-    assert producer.flush(150) == 0, "librdkafka kept records it never delivered"
 
 
 def read_all(bootstrap: str, topic: str) -> list[tuple[int, int, str]]:
@@ -102,7 +76,7 @@ def test_every_acknowledged_record_survives_rack_kills(
     rd_acked: dict[str, tuple[int, int]] = {}
     rd_errors: list[str] = []
     rd = threading.Thread(target=rdkafka_stream,
-                          args=(rig.bootstrap, topic, SECONDS, rd_acked, rd_errors))
+                          args=(rig.bootstrap, topic, SECONDS, RATE, rd_acked, rd_errors))
     rd.start()
     began = time.monotonic()
     # a rack killed and brought back, then another: each time every partition keeps two racks
