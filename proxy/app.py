@@ -115,6 +115,10 @@ class Rackguard:
             "rackguard_upstream_broker_up",
             "1 while a broker answers the proxy's own requests, 0 while it is backed off "
             "after failing one", ["broker", "rack"], registry=registry)
+        self.poll_duration = Gauge(
+            "rackguard_metadata_poll_duration_seconds",
+            "How long the proxy's last successful metadata poll took, failovers and hedges "
+            "included", registry=registry)
         self.poller = MetadataPoller(settings, self.store, self._learn_addresses,
                                      self.refresh_failures.inc, clock,
                                      on_health=self._report_upstream_health)
@@ -141,6 +145,7 @@ class Rackguard:
         self.store.subscribe(self._on_view_change)
 
     def _report_upstream_health(self, health: UpstreamHealth) -> None:
+        self.poll_duration.set(self.poller.last_poll_s)
         for broker, up in health.states().items():
             self.broker_up.labels(str(broker.node_id), broker.rack or "").set(1 if up else 0)
 

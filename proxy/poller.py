@@ -160,6 +160,7 @@ class MetadataPoller:
         self._configs_at = -float("inf")
         self._known_topics: frozenset[str] = frozenset()
         self.last_error: str | None = None
+        self.last_poll_s = 0.0  # how long the last successful poll took, failovers included
         self._ask_key_only = True
         self._stopping = False
 
@@ -190,8 +191,10 @@ class MetadataPoller:
     async def poll_once(self) -> None:
         """One refresh, failing over and hedging across brokers; raises PollError when no
         broker answered (used at start-up and by the loop)."""
+        began = self._clock()
         try:
             await self._poll()
+            self.last_poll_s = self._clock() - began
         finally:
             self._on_health(self.upstreams)
 
