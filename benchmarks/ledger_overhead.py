@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from prometheus_client import CollectorRegistry  # noqa: E402
 
 from benchmarks.micro import snapshot  # noqa: E402
+from benchmarks.produce_frames import kp_request, kp_response, make_batch  # noqa: E402
 from protocol.headers import parse_request_header  # noqa: E402
 from protocol.produce import ProduceRequest, walk_produce_request  # noqa: E402
 from proxy.cluster_view import ClusterView, ClusterViewStore  # noqa: E402
@@ -41,7 +42,6 @@ from proxy.policy import (
     RackRule,  # noqa: E402
     decide,  # noqa: E402
 )
-from tests.unit._produce_oracle import kp_request, kp_response, make_batch  # noqa: E402
 
 CLIENT = ClientInfo("10.0.0.1:40000", "node-1")
 

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kafka.protocol.metadata import MetadataResponse  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
 
+from benchmarks.produce_frames import kp_request, kp_response, make_batch  # noqa: E402
 from protocol.addresses import BrokerAddress  # noqa: E402
 from protocol.framing import FrameSplitter, ReadMemory  # noqa: E402
 from protocol.headers import parse_request_header  # noqa: E402
@@ -44,7 +45,6 @@ from proxy.enforcement import EnforcementSettings, RackEnforcer  # noqa: E402
 from proxy.enforcement_metrics import EnforcementMetrics  # noqa: E402
 from proxy.metrics import ProxyMetrics  # noqa: E402
 from proxy.policy import RackRule, decide  # noqa: E402
-from tests.unit._produce_oracle import kp_request, kp_response, make_batch  # noqa: E402
 
 RACKS = ["rack-a", "rack-b", "rack-c"]
 

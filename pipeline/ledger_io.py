@@ -4,7 +4,7 @@ Decision lines come in two schemas, read together into the same rows (one per
 partition, the v1 columns and ``malformed``): v1 writes one line per
 partition with every field named; v2 writes one line per recorded request, its
 fields once and each partition as an array of the proxy's
-``proxy.ledger_rows.PARTITION_FIELDS``, in that order.
+``proxy.ledger_schema.PARTITION_FIELDS``, in that order.
 
 Invariant: every line read is either a valid row or counted as malformed
 (``malformed`` column true), never silently dropped: a line that is not JSON,
@@ -40,10 +40,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from proxy.ledger_rows import FORWARDED, OBSERVED, PARTITION_FIELDS, REJECTED
+from proxy.ledger_schema import DECISIONS, PARTITION_FIELDS
 
 CORRUPT = "_corrupt_record"
-DECISIONS = (FORWARDED, REJECTED, OBSERVED)
 _LINE_REQUIRED = ("ts", "instance", "req")
 _PARTITION = "_partition"
 

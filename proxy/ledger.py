@@ -71,6 +71,7 @@ from proxy.ledger_rows import (
     RowFormatter,
     snapshot_lines,
 )
+from proxy.ledger_schema import DECISION_FILE_PREFIX, SNAPSHOT_FILE_PREFIX
 from proxy.pacing import Pacer
 from proxy.policy import REJECTING, Decision, RackRule
 from proxy.response_queue import ResponseTransform
@@ -87,8 +88,6 @@ log = logging.getLogger("rackguard.ledger")
 
 _CHUNK_ROWS = 2_000  # rows per file write (one join of them holds the GIL)
 
-DECISION_FILE_PREFIX = "decisions"
-SNAPSHOT_FILE_PREFIX = "snapshots"
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,17 +44,14 @@ from protocol.primitives import Buffer, ProtocolError
 from protocol.produce import ProduceRequest, Span, TopicData, TopicKey, record_count
 from protocol.produce_results import produce_results
 from proxy.cluster_view import ClusterView
+from proxy.ledger_schema import (
+    DECISION_SCHEMA_VERSION,
+    FORWARDED,
+    OBSERVED,
+    REJECTED,
+    SNAPSHOT_SCHEMA_VERSION,
+)
 from proxy.policy import NOT_ENOUGH_REPLICAS, Decision, RackRule, Verdict
-
-DECISION_SCHEMA_VERSION = 2
-SNAPSHOT_SCHEMA_VERSION = 1
-PARTITION_FIELDS = ("topic", "partition", "leader", "isr", "isr_racks", "required_racks",
-                    "min_isr", "decision", "reason", "wire_error", "broker_error", "base_offset",
-                    "records", "bytes", "metadata_age_ms")
-"""The elements of each array in a decision line's ``partitions``, in order (schema v2)."""
-FORWARDED = "forwarded"
-REJECTED = "rejected"
-OBSERVED = "observed-would-reject"
 
 _MAX_CACHED_CONTEXTS = 200_000
 _MAX_CACHED_CLIENTS = 10_000

@@ -29,7 +29,7 @@ ResponseTransform = Callable[[memoryview, int], object]
 class Slot:
     """One response position. ``data`` is set once the bytes for it are known."""
 
-    __slots__ = ("correlation_id", "api_key", "api_version", "transform", "data", "cancelled")
+    __slots__ = ("correlation_id", "api_key", "api_version", "transform", "data")
 
     def __init__(
         self,
@@ -43,7 +43,6 @@ class Slot:
         self.api_version = api_version
         self.transform = transform
         self.data: bytes | memoryview | None = None
-        self.cancelled = False
 
     def fill(self, data: bytes | memoryview) -> None:
         if self.data is not None:
@@ -104,12 +103,6 @@ class ResponseQueue:
         """A response the proxy makes itself, queued behind those in flight."""
         slot = Slot(correlation_id, api_key, api_version)
         slot.fill(data)
-        self._slots.append(slot)
-        return slot
-
-    def pending(self, correlation_id: int, api_key: int, api_version: int) -> Slot:
-        """A slot whose bytes will be supplied later (by an asynchronous step)."""
-        slot = Slot(correlation_id, api_key, api_version)
         self._slots.append(slot)
         return slot
 

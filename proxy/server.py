@@ -124,12 +124,6 @@ class ProxyServer:
         server = self._servers[BOOTSTRAP]
         return int(server.sockets[0].getsockname()[1])
 
-    def listener_ports(self) -> dict[str, int]:
-        return {
-            str(key): int(server.sockets[0].getsockname()[1])
-            for key, server in self._servers.items()
-        }
-
     def has_listener(self, node_id: int) -> bool:
         return node_id in self._servers
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kafka.protocol.producer import ProduceResponse
 
+from benchmarks.produce_frames import kp_request, make_batch
 from config.settings import load_settings
 from proxy.app import Rackguard, StartupError
 from proxy.poller import PollError
@@ -20,7 +21,6 @@ from simulator.cluster import SimulatedCluster, start_cluster
 from simulator.config import BrokerSpec, SimulatorConfig, TopicSpec, racked_brokers
 from simulator.faults import Fault
 from tests.component.conftest import RawClient, free_port_block
-from tests.unit._produce_oracle import kp_request, make_batch
 
 RACKS = ["rack-a", "rack-b", "rack-c"]
 VERSION = 9

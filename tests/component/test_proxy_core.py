@@ -6,6 +6,7 @@ import asyncio
 import random
 import struct
 
+from benchmarks.produce_frames import kp_request, make_batch
 from protocol.metadata import read_metadata
 from proxy.connection import ClientInfo, Reply
 from proxy.server import ProxyServer
@@ -17,7 +18,6 @@ from tests.component.fake_broker import (
     echo_response,
     metadata_response,
 )
-from tests.unit._produce_oracle import kp_request, make_batch
 
 HEARTBEAT = 12
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from kafka.protocol.producer import ProduceResponse
 
+from benchmarks.produce_frames import kp_request, make_batch
 from config.settings import load_settings
 from pipeline.audit import main as audit_main
 from pipeline.dump_offsets import read_topic, write_rows
@@ -30,7 +31,6 @@ from proxy.app import Rackguard
 from simulator.cluster import SimulatedCluster, start_cluster
 from simulator.config import SimulatorConfig, TopicSpec, racked_brokers
 from tests.component.conftest import RawClient, free_port_block
-from tests.unit._produce_oracle import kp_request, make_batch
 
 pytestmark = pytest.mark.spark
 

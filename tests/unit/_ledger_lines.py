@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from proxy.ledger_rows import PARTITION_FIELDS
+from proxy.ledger_schema import PARTITION_FIELDS
 
 
 def partition_rows(text: str) -> list[dict[str, Any]]:

@@ -22,19 +22,19 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 import proxy.enforcement as enforcement_module
-from protocol.produce import TopicKey
-from proxy.cluster_view import ClusterViewStore
-from proxy.connection import ClientInfo, Forward, Reply
-from proxy.enforcement import EnforcementSettings, RackEnforcer
-from proxy.enforcement_metrics import EnforcementMetrics
-from proxy.policy import RackRule
-from tests.unit._produce_oracle import (
+from benchmarks.produce_frames import (
     kp_decode_request,
     kp_decode_response,
     kp_request,
     kp_response,
     make_batch,
 )
+from protocol.produce import TopicKey
+from proxy.cluster_view import ClusterViewStore
+from proxy.connection import ClientInfo, Forward, Reply
+from proxy.enforcement import EnforcementSettings, RackEnforcer
+from proxy.enforcement_metrics import EnforcementMetrics
+from proxy.policy import RackRule
 from tests.unit._views import Clock, broker, part, snap, tid, topic
 
 VERSIONS = [3, 8, 9, 12, 13]

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest, MetadataResponse
 
+from benchmarks.produce_frames import kp_request, make_batch
 from protocol.headers import (
     RequestHeader,
     encode_response_header,
@@ -25,7 +26,6 @@ from protocol.headers import (
     response_header_is_flexible,
 )
 from protocol.primitives import ProtocolError, encode_tagged_fields, pack_int32
-from tests.unit._produce_oracle import kp_request, make_batch
 
 
 def metadata_request(version: int, corr: int, client_id: str | None) -> tuple[bytes, bytes]:

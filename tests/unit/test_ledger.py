@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from benchmarks.produce_frames import kp_response
 from protocol.headers import parse_request_header
 from proxy.connection import Forward, Reply
 from proxy.enforcement import RackEnforcer
@@ -30,7 +31,6 @@ from proxy.ledger import OBSERVED, REJECTED, DecisionLedger, LedgerConfig
 from proxy.ledger_files import RotatingJsonl
 from proxy.policy import RackRule
 from tests.unit._ledger_lines import partition_rows
-from tests.unit._produce_oracle import kp_response
 from tests.unit.test_enforcement_hook import (
     BATCHES,
     CLIENT,

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 import proxy.ledger as ledger_module
+from benchmarks.produce_frames import kp_response
 from protocol.headers import parse_request_header
 from protocol.primitives import ProtocolError
 from protocol.produce import walk_produce_request
@@ -29,7 +30,6 @@ from proxy.ledger import DecisionLedger, PendingProduce
 from proxy.ledger_rows import ProduceEntry, RowFormatter
 from proxy.policy import decide
 from tests.unit._ledger_lines import partition_rows
-from tests.unit._produce_oracle import kp_response
 from tests.unit._views import part, snap, topic
 from tests.unit.test_enforcement_hook import CLUSTER, CORR, TOPICS, Playbook, key_of, produce
 from tests.unit.test_ledger import ledger_for, rows_in

@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
 
+from benchmarks.produce_frames import kp_request, kp_response, make_batch
 from protocol.headers import parse_request_header
 from protocol.primitives import encode_uvarint
 from protocol.produce import TopicKey, walk_produce_request
@@ -30,7 +31,6 @@ from proxy.cluster_view import ClusterViewStore
 from proxy.ledger_rows import NATIVE_ROWS, ContextCache, ProduceEntry, RowFormatter
 from proxy.policy import REJECTING, RackRule, decide
 from tests.unit._ledger_lines import partition_rows
-from tests.unit._produce_oracle import kp_request, kp_response, make_batch
 from tests.unit._views import Clock, broker, part, snap, tid, topic
 
 Tags = list[tuple[int, bytes]]

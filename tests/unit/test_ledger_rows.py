@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.produce_frames import kp_request, kp_response, make_batch
 from protocol.headers import parse_request_header
 from protocol.produce import walk_produce_request
 from proxy.cluster_view import ClusterViewStore
@@ -28,7 +29,6 @@ from proxy.ledger_rows import (
 )
 from proxy.policy import RackRule, decide
 from tests.unit._ledger_lines import partition_rows
-from tests.unit._produce_oracle import kp_request, kp_response, make_batch
 from tests.unit._views import Clock, broker, part, snap, tid, topic
 
 CLUSTER = (broker(1, "rack-a"), broker(2, "rack-b"), broker(3, "rack-a"))

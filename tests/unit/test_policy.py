@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.produce_frames import kp_request, make_batch
 from config.settings import load_settings
 from protocol.headers import parse_request_header
 from protocol.produce import (
@@ -36,7 +37,6 @@ from proxy.policy import (
     decide_known,
     unknown_partitions,
 )
-from tests.unit._produce_oracle import kp_request, make_batch
 from tests.unit._views import Clock, broker, part, snap, tid, topic
 
 T0 = 1000.0

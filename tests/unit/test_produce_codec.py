@@ -12,6 +12,18 @@ import uuid
 
 import pytest
 
+from benchmarks.produce_frames import (
+    VERSIONS,
+    TopicSpec,
+    kp_decode_request,
+    kp_decode_response,
+    kp_request,
+    kp_request_topics,
+    kp_response,
+    kp_topic_key,
+    make_batch,
+    tid,
+)
 from protocol.headers import parse_request_header
 from protocol.primitives import ProtocolError
 from protocol.produce import (
@@ -34,18 +46,6 @@ from protocol.produce import (
     rewrite_produce_response_endpoints,
     rewrite_produce_response_endpoints_seen,
     walk_produce_request,
-)
-from tests.unit._produce_oracle import (
-    VERSIONS,
-    TopicSpec,
-    kp_decode_request,
-    kp_decode_response,
-    kp_request,
-    kp_request_topics,
-    kp_response,
-    kp_topic_key,
-    make_batch,
-    tid,
 )
 
 

@@ -15,6 +15,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.produce_frames import (
+    VERSIONS,
+    TopicSpec,
+    kp_decode_request,
+    kp_decode_response,
+    kp_request,
+    kp_request_topics,
+    make_batch,
+    tid,
+)
 from protocol.headers import parse_request_header
 from protocol.primitives import ProtocolError
 from protocol.produce import (
@@ -34,16 +44,6 @@ from protocol.produce import (
     walk_produce_request,
 )
 from protocol.produce_results import produce_results
-from tests.unit._produce_oracle import (
-    VERSIONS,
-    TopicSpec,
-    kp_decode_request,
-    kp_decode_response,
-    kp_request,
-    kp_request_topics,
-    make_batch,
-    tid,
-)
 
 versions = st.integers(min_value=3, max_value=13)
 names = st.text(min_size=1, max_size=12)

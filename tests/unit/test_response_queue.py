@@ -50,15 +50,14 @@ def test_local_slot_at_head_drains_at_once() -> None:
     assert q.drain() == [b"now"]
 
 
-def test_mixed_local_pending_upstream() -> None:
+def test_mixed_local_and_upstream() -> None:
     q = ResponseQueue()
     q.expect_upstream(1, 3, 12)             # upstream
     q.local(2, 0, 9, b"L2")                 # local
-    p3 = q.pending(3, 0, 9)                 # pending (async decision)
     q.expect_upstream(4, 1, 12)             # upstream
     q.local(5, 0, 9, b"L5")                 # local
-    assert q.awaiting_upstream == 2         # pending and local slots do not wait upstream
-    assert len(q) == 5
+    assert q.awaiting_upstream == 2         # local slots do not wait upstream
+    assert len(q) == 4
 
     # upstream 4 cannot be matched before 1 (FIFO among upstream slots only)
     u1 = q.match_upstream(1)
@@ -69,29 +68,30 @@ def test_mixed_local_pending_upstream() -> None:
     u4.fill(b"U4")
     assert q.drain() == []                  # head (1) unfilled: nothing leaves
     u1.fill(b"U1")
-    assert q.drain() == [b"U1", b"L2"]      # stops at the pending slot 3
-    assert len(q) == 3
-    p3.fill(b"P3")
-    assert q.drain() == [b"P3", b"U4", b"L5"]
+    assert q.drain() == [b"U1", b"L2", b"U4", b"L5"]
     assert len(q) == 0
 
 
 def test_drain_stops_at_first_unfilled_even_if_later_ones_are_filled() -> None:
     q = ResponseQueue()
-    slots = [q.pending(c, 0, 9) for c in range(5)]
+    for c in range(5):
+        q.expect_upstream(c, 0, 9)
+    slots = [q.match_upstream(c) for c in range(5)]
     for s in slots[1:]:
+        assert s is not None
         s.fill(f"r{s.correlation_id}".encode())
     assert q.drain() == []
+    assert slots[0] is not None
     slots[0].fill(b"r0")
     assert q.drain() == [b"r0", b"r1", b"r2", b"r3", b"r4"]
 
 
-def test_upstream_response_skips_local_and_pending_slots() -> None:
+def test_upstream_response_skips_local_slots() -> None:
     q = ResponseQueue()
-    q.pending(1, 0, 9)
     q.local(2, 0, 9, b"L2")
     q.expect_upstream(3, 3, 12)
-    assert q.match_upstream(3).correlation_id == 3
+    slot = q.match_upstream(3)
+    assert slot is not None and slot.correlation_id == 3
 
 
 def test_mismatched_correlation_id_raises() -> None:
@@ -105,7 +105,6 @@ def test_mismatched_correlation_id_raises() -> None:
 def test_response_with_nothing_in_flight_raises() -> None:
     q = ResponseQueue()
     q.local(1, 0, 9, b"L")
-    q.pending(2, 0, 9)
     with pytest.raises(ProtocolError):
         q.match_upstream(1)
     q.expect_upstream(3, 3, 12)
@@ -122,8 +121,8 @@ def test_slot_keeps_request_facts_and_transform() -> None:
     slot = q.expect_upstream(42, 3, 12, transform)
     assert (slot.correlation_id, slot.api_key, slot.api_version) == (42, 3, 12)
     assert slot.transform is transform
-    assert slot.data is None and slot.cancelled is False
-    assert q.pending(43, 0, 9).transform is None
+    assert slot.data is None
+    assert q.local(43, 0, 9, b"x").transform is None
 
 
 def test_slot_filled_twice_raises() -> None:
@@ -145,6 +144,9 @@ def test_memoryview_data_passes_through_unchanged() -> None:
 
 def test_empty_bytes_count_as_filled() -> None:
     q = ResponseQueue()
-    q.pending(1, 0, 9).fill(b"")
+    q.expect_upstream(1, 0, 9)
+    slot = q.match_upstream(1)
+    assert slot is not None
+    slot.fill(b"")
     q.local(2, 0, 9, b"x")
     assert q.drain() == [b"", b"x"]

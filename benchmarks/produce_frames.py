@@ -1,6 +1,8 @@
-"""Test helpers: kafka-python (the oracle) encodes/decodes Produce messages for rackguard's codec.
+"""Produce frames made by kafka-python (the oracle, Kafka's own message schemas): for the
+codec tests and the benchmarks that drive the proxy's produce path.
 
-Invariant: only tests import this; kafka-python is never imported by ``protocol``.
+Invariant: only tests and benchmarks import this (the product never does);
+kafka-python is never imported by ``protocol``.
 Topics are given as ``(key, [(index, records or None), ...])`` with key a name
 (str) for v3-v12 and a 16-byte id for v13.
 """
