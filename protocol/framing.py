@@ -15,7 +15,7 @@ Invariants:
   includes the 4-byte size prefix (so a frame can be forwarded as it is),
   over memory nothing writes to while any view of it exists: a ``bytes``
   object, or a ``bytearray`` of that one frame (a pooled one is reused only
-  once no reference to it is left, see :class:`ReadMemory`);
+  once no view of it is left, see :class:`ReadMemory`);
 - a frame's bytes are copied at most once after the socket read: a frame that
   arrives in pieces gets a buffer of its full size as soon as its size prefix
   is known, and later pieces go into it (no re-joining, nothing quadratic);
@@ -31,7 +31,6 @@ Invariants:
 from __future__ import annotations
 
 import struct
-import sys
 
 from protocol.primitives import ProtocolError
 
@@ -60,9 +59,8 @@ class ReadMemory:
     A scratch buffer, and a bounded pool of large frame buffers. A fresh buffer
     of a megabyte costs page faults on every use (the allocator hands freed
     large blocks back to the system), which is most of what copying a large
-    frame costs; a pooled one is reused, without zeroing, once nothing refers
-    to it any more: no frame view, no transport still writing it (CPython keeps
-    a reference from every view to its buffer, so the reference count says so).
+    frame costs; a pooled one is reused, without zeroing, once no view of it is
+    left: no frame, no transport still writing one (see :func:`_unexported`).
     Frames are views of ``[:size]`` of a pooled buffer; nothing outside the
     frame is ever read.
     """
@@ -82,8 +80,7 @@ class ReadMemory:
             return bytearray(size)
         spare: list[bytearray] = []
         for buf in self._pool:
-            # 3 references: the pool's list, ``buf`` and getrefcount's argument
-            if sys.getrefcount(buf) == 3:
+            if _unexported(buf):
                 if size <= len(buf) <= size + max(size // 2, _POOL_GRAIN):
                     return buf
                 spare.append(buf)
@@ -100,6 +97,22 @@ class ReadMemory:
             self._pool.append(buf)
             self._pooled_bytes += cap
         return buf
+
+
+def _unexported(buf: bytearray) -> bool:
+    """True when no memoryview of ``buf`` is alive (no frame, no transport writing one).
+
+    A bytearray cannot change size while views of it exist (the language says so:
+    BufferError), so growing it by a byte and back tells, without relying on how an
+    interpreter counts references. For buffers this large the allocator grows in
+    place, and the slack it leaves makes the next check free of reallocation.
+    """
+    try:
+        buf.append(0)
+    except BufferError:
+        return False
+    del buf[-1]
+    return True
 
 
 class FrameSplitter:
