@@ -292,8 +292,8 @@ class MetadataPoller:
                     errors.append(f"{c.name}: {error}")
                     self.upstreams.failed(c, error)
                     self._drop(c.address)
-                while len(running) < 1 and launch():
-                    pass
+                if not running:
+                    launch()  # failover: the next broker, another rack first
         finally:
             for task, c in running.items():  # hedges that lost, or a failure elsewhere
                 task.cancel()
