@@ -82,15 +82,32 @@ public class RackguardClient {
         }
     }
 
-    static void produce() throws Exception {
+    // an idempotent acks=all producer of string keys and values
+    static Properties idempotent(String deliveryTimeoutMs, String maxBlockMs) {
         Properties p = base();
         p.put("acks", "all");
         p.put("enable.idempotence", "true");
-        p.put("delivery.timeout.ms", opt("delivery_timeout_ms", "20000"));
-        p.put("max.block.ms", "15000");
+        p.put("delivery.timeout.ms", opt("delivery_timeout_ms", deliveryTimeoutMs));
+        p.put("max.block.ms", maxBlockMs);
         p.put("linger.ms", "5");
         p.put("key.serializer", StringSerializer.class.getName());
         p.put("value.serializer", StringSerializer.class.getName());
+        return p;
+    }
+
+    static String jsonStrings(List<String> items) {
+        StringBuilder b = new StringBuilder("[");
+        synchronized (items) {
+            for (String e : items) {
+                if (b.length() > 1) b.append(',');
+                b.append(q(e));
+            }
+        }
+        return b.append(']').toString();
+    }
+
+    static void produce() throws Exception {
+        Properties p = idempotent("20000", "15000");
         String topic = opt("topic", null);
         int n = Integer.parseInt(opt("n", "10"));
         AtomicInteger acked = new AtomicInteger();
@@ -115,30 +132,15 @@ public class RackguardClient {
                 offs.append('"').append(e.getKey()).append("\":").append(e.getValue());
             }
             offs.append('}');
-            StringBuilder errs = new StringBuilder("[");
-            synchronized (errors) {
-                for (String e : errors) {
-                    if (errs.length() > 1) errs.append(',');
-                    errs.append(q(e));
-                }
-            }
-            errs.append(']');
             emit("{\"mode\":\"produce\",\"sent\":" + n + ",\"acked\":" + acked.get()
-                + ",\"last_offsets\":" + offs + ",\"errors\":" + errs + "}");
+                + ",\"last_offsets\":" + offs + ",\"errors\":" + jsonStrings(errors) + "}");
         } finally {
             producer.close(Duration.ofSeconds(5));
         }
     }
 
     static void stream() throws Exception {
-        Properties p = base();
-        p.put("acks", "all");
-        p.put("enable.idempotence", "true");
-        p.put("delivery.timeout.ms", opt("delivery_timeout_ms", "120000"));
-        p.put("max.block.ms", "60000");
-        p.put("linger.ms", "5");
-        p.put("key.serializer", StringSerializer.class.getName());
-        p.put("value.serializer", StringSerializer.class.getName());
+        Properties p = idempotent("120000", "60000");
         String topic = opt("topic", null);
         String prefix = opt("prefix", "java-");
         long seconds = Long.parseLong(opt("seconds", "60"));
@@ -177,16 +179,8 @@ public class RackguardClient {
             producer.close(Duration.ofSeconds(30));
             synchronized (out) { out.close(); }
         }
-        StringBuilder errs = new StringBuilder("[");
-        synchronized (errors) {
-            for (String e : errors) {
-                if (errs.length() > 1) errs.append(',');
-                errs.append(q(e));
-            }
-        }
-        errs.append(']');
         emit("{\"mode\":\"stream\",\"sent\":" + sent + ",\"acked\":" + acked.get()
-            + ",\"failed\":" + failed.get() + ",\"errors\":" + errs + "}");
+            + ",\"failed\":" + failed.get() + ",\"errors\":" + jsonStrings(errors) + "}");
     }
 
     static void consume() throws Exception {
