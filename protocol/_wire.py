@@ -1,5 +1,8 @@
 """Private helpers shared by the response codecs (metadata, find_coordinator,
-describe_cluster, api_versions): frame checks and inline-friendly readers.
+describe_cluster, api_versions): frame checks, string spans, address encoding.
+The primitive readers (integers, lengths, arrays: ``read_array_len`` with one
+null rule, chosen by ``nullable``) are :mod:`protocol.primitives`', for every
+codec alike.
 
 Invariant: every helper raises :class:`ProtocolError` for bad input and
 nothing else; callers wrap their fast paths (which use ``struct`` directly)
@@ -69,26 +72,6 @@ def finish_frame(parts: list[Buffer]) -> bytes:
     return pack_int32(len(body)) + body
 
 
-def read_len(buf: Buffer, pos: int, compact: bool) -> tuple[int, int]:
-    """A string/array length: int16/int32 (legacy) or uvarint-1 (compact)."""
-    if compact:
-        n, pos = read_uvarint(buf, pos)
-        return n - 1, pos
-    if pos + 4 > len(buf):
-        raise ProtocolError(f"truncated length at offset {pos}")
-    return I32.unpack_from(buf, pos)[0], pos + 4
-
-
-def read_array_len(buf: Buffer, pos: int, compact: bool) -> tuple[int, int]:
-    """A non-nullable array length, sanity-checked against the bytes left."""
-    n, pos = read_len(buf, pos, compact)
-    if n < 0:
-        raise ProtocolError(f"null or negative array length {n} at offset {pos}")
-    if n > len(buf) - pos:
-        raise ProtocolError(f"array length {n} exceeds remaining {len(buf) - pos} bytes")
-    return n, pos
-
-
 def string_span(buf: Buffer, pos: int, compact: bool) -> tuple[int, int, int]:
     """(start, end, new pos) of a (nullable) string's payload; start = -1 for null."""
     if compact:
@@ -116,23 +99,6 @@ def decode_span(buf: Buffer, start: int, end: int) -> str | None:
         return str(buf[start:end], "utf-8")
     except UnicodeDecodeError as exc:
         raise ProtocolError(f"invalid UTF-8 string at offset {start}") from exc
-
-
-def read_i16(buf: Buffer, pos: int) -> tuple[int, int]:
-    if pos + 2 > len(buf):
-        raise ProtocolError(f"truncated int16 at offset {pos}")
-    return I16.unpack_from(buf, pos)[0], pos + 2
-
-
-def read_i32(buf: Buffer, pos: int) -> tuple[int, int]:
-    if pos + 4 > len(buf):
-        raise ProtocolError(f"truncated int32 at offset {pos}")
-    return I32.unpack_from(buf, pos)[0], pos + 4
-
-
-def need(buf: Buffer, pos: int, n: int) -> None:
-    if pos + n > len(buf):
-        raise ProtocolError(f"truncated: need {n} bytes at offset {pos}")
 
 
 def expect_end(buf: Buffer, pos: int) -> None:

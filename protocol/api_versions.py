@@ -45,14 +45,14 @@ from protocol._wire import (
     check_frame,
     expect_end,
     finish_frame,
-    need,
-    read_array_len,
-    read_i16,
 )
 from protocol.primitives import (
     Buffer,
     ProtocolError,
     encode_array_len,
+    need,
+    read_array_len,
+    read_int16,
     skip_tagged_fields,
 )
 
@@ -93,7 +93,7 @@ _ENTRY = struct.Struct(">hhh")
 
 def _body_format(mv: memoryview, body: int, version: int) -> list[int]:
     """Versions to try for the body layout, most likely first."""
-    error_code, _ = read_i16(mv, body)
+    error_code, _ = read_int16(mv, body)
     if error_code == UNSUPPORTED_VERSION and version > 0:
         return [0, version]
     return [version]
@@ -104,7 +104,7 @@ def _parse(
 ) -> tuple[int, list[tuple[int, int, int, int, int]], int]:
     """(array start, entries as (key, min, max, start, end), array end) for layout ``fmt``."""
     compact = fmt >= FLEXIBLE_FROM
-    n, pos = read_array_len(mv, body + 2, compact)
+    n, pos = read_array_len(mv, body + 2, compact, nullable=False)
     array_start = pos
     entries = []
     for _ in range(n):
@@ -144,7 +144,7 @@ def read_api_versions(frame: Buffer, version: int) -> tuple[int, list[tuple[int,
     mv = as_view(frame)
     body = check_frame(mv, API_KEY, version, MAX_VERSION)
     _, _, entries, _ = _parse_any(mv, body, version)
-    error_code, _ = read_i16(mv, body)
+    error_code, _ = read_int16(mv, body)
     return error_code, [(key, lo, hi) for key, lo, hi, _, _ in entries]
 
 

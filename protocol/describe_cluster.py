@@ -26,13 +26,17 @@ from protocol._wire import (
     encode_address,
     expect_end,
     finish_frame,
-    need,
-    read_array_len,
-    read_i32,
     string_span,
 )
 from protocol.addresses import AddressMapper, BrokerAddress
-from protocol.primitives import Buffer, ProtocolError, skip_tagged_fields
+from protocol.primitives import (
+    Buffer,
+    ProtocolError,
+    need,
+    read_array_len,
+    read_int32,
+    skip_tagged_fields,
+)
 
 API_KEY = 60
 MAX_VERSION = 2
@@ -70,17 +74,17 @@ def rewrite_describe_cluster(
     """Map every broker's address; return the new frame and the upstream brokers."""
     mv = as_view(frame)
     _, pos = _brokers_offset(mv, version)
-    n, pos = read_array_len(mv, pos, True)
+    n, pos = read_array_len(mv, pos, True, nullable=False)
     parts: list[Buffer] = [mv[4:pos]]
     brokers: list[BrokerAddress] = []
     for _ in range(n):
-        node_id, p = read_i32(mv, pos)
+        node_id, p = read_int32(mv, pos)
         hs, he, p = string_span(mv, p, True)
         if hs < 0:
             raise ProtocolError(f"null broker host at offset {pos + 4}")
         host = decode_span(mv, hs, he)
         assert host is not None
-        port, p = read_i32(mv, p)
+        port, p = read_int32(mv, p)
         tail = p
         rs, re_, p = string_span(mv, p, True)
         rack = decode_span(mv, rs, re_)

@@ -24,10 +24,6 @@ from protocol._wire import (
     encode_address,
     expect_end,
     finish_frame,
-    need,
-    read_array_len,
-    read_i16,
-    read_i32,
     string_span,
 )
 from protocol.addresses import AddressMapper, BrokerAddress
@@ -35,7 +31,11 @@ from protocol.primitives import (
     Buffer,
     ProtocolError,
     encode_string,
+    need,
     pack_int32,
+    read_array_len,
+    read_int16,
+    read_int32,
     skip_tagged_fields,
 )
 
@@ -53,14 +53,14 @@ def _address(
     compact: bool,
 ) -> tuple[int, int, str, int, int]:
     """(node id, address start, host, port, address end) from ``pos`` (the node id)."""
-    node_id, p = read_i32(mv, pos)
+    node_id, p = read_int32(mv, pos)
     start = p
     hs, he, p = string_span(mv, p, compact)
     if hs < 0:
         raise ProtocolError(f"null coordinator host at offset {start}")
     host = decode_span(mv, hs, he)
     assert host is not None
-    port, p = read_i32(mv, p)
+    port, p = read_int32(mv, p)
     return node_id, start, host, port, p
 
 
@@ -97,7 +97,7 @@ def rewrite_find_coordinator(
         if version >= 1:
             need(mv, pos, 4)
             pos += 4
-        error_code, pos = read_i16(mv, pos)
+        error_code, pos = read_int16(mv, pos)
         if version >= 1:
             _, _, pos = string_span(mv, pos, compact)
         node_id, start, host, port, addr_end = _address(mv, pos, compact)
@@ -109,12 +109,12 @@ def rewrite_find_coordinator(
         return finish_frame([mv[4:start], new, mv[addr_end:]]), found
     need(mv, pos, 4)
     pos += 4
-    n, pos = read_array_len(mv, pos, compact)
+    n, pos = read_array_len(mv, pos, compact, nullable=False)
     parts.append(mv[4:pos])
     for _ in range(n):
         _, _, p = string_span(mv, pos, compact)  # key
         node_id, start, host, port, addr_end = _address(mv, p, compact)
-        error_code, p = read_i16(mv, addr_end)
+        error_code, p = read_int16(mv, addr_end)
         _, _, p = string_span(mv, p, compact)  # error message
         p = skip_tagged_fields(mv, p)
         new = _replacement(node_id, host, port, error_code, compact, mapper, found)

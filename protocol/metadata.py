@@ -48,13 +48,18 @@ from protocol._wire import (
     finish_frame,
     guard,
     int32_array_struct,
-    need,
-    read_array_len,
-    read_i32,
     string_span,
 )
 from protocol.addresses import AddressMapper, BrokerAddress
-from protocol.primitives import Buffer, ProtocolError, read_uvarint, skip_tagged_fields
+from protocol.primitives import (
+    Buffer,
+    ProtocolError,
+    need,
+    read_array_len,
+    read_int32,
+    read_uvarint,
+    skip_tagged_fields,
+)
 
 API_KEY = 3
 MAX_VERSION = 13
@@ -112,16 +117,16 @@ def rewrite_metadata_brokers(
     if version >= 3:
         need(mv, pos, 4)
         pos += 4
-    n, pos = read_array_len(mv, pos, compact)
+    n, pos = read_array_len(mv, pos, compact, nullable=False)
     parts: list[Buffer] = [mv[4:pos]]
     brokers: list[BrokerAddress] = []
     for _ in range(n):
-        node_id, p = read_i32(mv, pos)
+        node_id, p = read_int32(mv, pos)
         hs, he, p = string_span(mv, p, compact)
         if hs < 0:
             raise ProtocolError(f"null broker host at offset {p}")
         host = decode_span(mv, hs, he)
-        port, p = read_i32(mv, p)
+        port, p = read_int32(mv, p)
         tail = p
         rack = None
         if version >= 1:
@@ -179,7 +184,7 @@ def _read(buf: bytes, pos: int, version: int, pause: Pause) -> MetadataSnapshot:
     if version >= 3:
         throttle = i32(buf, pos)[0]
         pos += 4
-    n, pos = read_array_len(buf, pos, compact)
+    n, pos = read_array_len(buf, pos, compact, nullable=False)
     brokers = []
     for _ in range(n):
         node_id = i32(buf, pos)[0]
@@ -206,7 +211,7 @@ def _read(buf: bytes, pos: int, version: int, pause: Pause) -> MetadataSnapshot:
     if version >= 1:
         controller_id = i32(buf, pos)[0]
         pos += 4
-    n, pos = read_array_len(buf, pos, compact)
+    n, pos = read_array_len(buf, pos, compact, nullable=False)
     topics = []
     cache: ArrayCache = {}
     for _ in range(n):

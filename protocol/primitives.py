@@ -32,28 +32,29 @@ class ProtocolError(ValueError):
     """Bytes that do not form a valid Kafka message of the expected shape."""
 
 
-def _need(buf: Buffer, pos: int, n: int) -> None:
+def need(buf: Buffer, pos: int, n: int) -> None:
+    """Raise ProtocolError unless ``n`` (>= 0) bytes are left at ``pos``."""
     if n < 0 or pos + n > len(buf):
         raise ProtocolError(f"truncated: need {n} bytes at offset {pos}, have {len(buf) - pos}")
 
 
 def read_int8(buf: Buffer, pos: int) -> tuple[int, int]:
-    _need(buf, pos, 1)
+    need(buf, pos, 1)
     return _I8.unpack_from(buf, pos)[0], pos + 1
 
 
 def read_int16(buf: Buffer, pos: int) -> tuple[int, int]:
-    _need(buf, pos, 2)
+    need(buf, pos, 2)
     return _I16.unpack_from(buf, pos)[0], pos + 2
 
 
 def read_int32(buf: Buffer, pos: int) -> tuple[int, int]:
-    _need(buf, pos, 4)
+    need(buf, pos, 4)
     return _I32.unpack_from(buf, pos)[0], pos + 4
 
 
 def read_int64(buf: Buffer, pos: int) -> tuple[int, int]:
-    _need(buf, pos, 8)
+    need(buf, pos, 8)
     return _I64.unpack_from(buf, pos)[0], pos + 8
 
 
@@ -82,7 +83,7 @@ def read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
 
 
 def read_uuid(buf: Buffer, pos: int) -> tuple[bytes, int]:
-    _need(buf, pos, 16)
+    need(buf, pos, 16)
     return bytes(buf[pos : pos + 16]), pos + 16
 
 
@@ -98,7 +99,7 @@ def read_string(buf: Buffer, pos: int, compact: bool) -> tuple[str | None, int]:
         n, pos = read_int16(buf, pos)
     if n < 0:
         return None, pos
-    _need(buf, pos, n)
+    need(buf, pos, n)
     try:
         return str(buf[pos : pos + n], "utf-8"), pos + n  # decoded in place, not copied first
     except UnicodeDecodeError as exc:
@@ -112,7 +113,7 @@ def skip_string(buf: Buffer, pos: int, compact: bool) -> int:
     else:
         n, pos = read_int16(buf, pos)
     if n > 0:
-        _need(buf, pos, n)
+        need(buf, pos, n)
         pos += n
     return pos
 
@@ -126,19 +127,22 @@ def read_bytes_span(buf: Buffer, pos: int, compact: bool) -> tuple[tuple[int, in
         n, pos = read_int32(buf, pos)
     if n < 0:
         return None, pos
-    _need(buf, pos, n)
+    need(buf, pos, n)
     return (pos, pos + n), pos + n
 
 
-def read_array_len(buf: Buffer, pos: int, compact: bool) -> tuple[int, int]:
-    """Array length; -1 for a null array. Rejects absurd lengths early."""
+def read_array_len(buf: Buffer, pos: int, compact: bool, nullable: bool = True
+                   ) -> tuple[int, int]:
+    """Array length; -1 for a null array where ``nullable`` (else a null array is an
+    error). Rejects absurd lengths early."""
     if compact:
         n, pos = read_uvarint(buf, pos)
         n -= 1
     else:
         n, pos = read_int32(buf, pos)
-    if n < -1:
-        raise ProtocolError(f"negative array length {n} at offset {pos}")
+    if n < -1 or (n == -1 and not nullable):
+        raise ProtocolError(f"{'null' if n == -1 else 'negative'} array length {n} at "
+                            f"offset {pos}")
     if n > len(buf) - pos:
         # every element takes at least one byte
         raise ProtocolError(f"array length {n} exceeds remaining {len(buf) - pos} bytes")
@@ -152,7 +156,7 @@ def skip_tagged_fields(buf: Buffer, pos: int) -> int:
     for _ in range(count):
         _tag, pos = read_uvarint(buf, pos)
         size, pos = read_uvarint(buf, pos)
-        _need(buf, pos, size)
+        need(buf, pos, size)
         pos += size
     return pos
 
@@ -164,7 +168,7 @@ def read_tagged_fields(buf: Buffer, pos: int) -> tuple[list[tuple[int, int, int]
     for _ in range(count):
         tag, pos = read_uvarint(buf, pos)
         size, pos = read_uvarint(buf, pos)
-        _need(buf, pos, size)
+        need(buf, pos, size)
         fields.append((tag, pos, pos + size))
         pos += size
     return fields, pos

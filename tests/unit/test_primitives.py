@@ -215,6 +215,9 @@ def test_array_len(compact: bool) -> None:
         assert read_array_len(buf, 0, compact) == (n, len(encoded))
     null = encode_array_len(None, compact)
     assert read_array_len(null, 0, compact) == (-1, len(null))
+    with pytest.raises(ProtocolError, match="null array length"):  # where none may be null
+        read_array_len(null, 0, compact, nullable=False)
+    assert read_array_len(encode_array_len(0, compact), 0, compact, nullable=False)[0] == 0
     # a length that cannot fit in the remaining bytes is rejected before any loop
     with pytest.raises(ProtocolError):
         read_array_len(encode_array_len(1000, compact) + b"\x00" * 10, 0, compact)
