@@ -1,6 +1,6 @@
 """The four reports over a ledger: durability, whatif, placement, audit-loss.
 
-Definitions (the README states them too):
+Definitions (docs/ledger-and-reports.md states them too):
 - a partition write is *acknowledged* when it was not rejected by the proxy
   and the code on the wire was 0 (the broker accepted it);
 - its *rack count* is the number of distinct racks of the ISR the decision was

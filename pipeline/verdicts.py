@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pipeline.labels import count, human_bytes, human_seconds, percent, utc_time
 
 OUTAGE_PROCEDURE = ("lower min.insync.racks for the topics that must stay writable while the "
-                    "rack is out, and restore it when the rack is back (the README's outage "
-                    "procedure)")
+                    "rack is out, and restore it when the rack is back (the outage "
+                    "procedure in docs/enforcement.md)")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ acknowledged on rack-a alone, and then rack-a is lost with them: the topic
 dump lacks exactly drill's offsets written in that minute on partition 0 (its
 leader moved to a broker that had not caught up).
 
-Used by the browser test and for the README's screenshots; the numbers below
+Used by the browser test and for the screenshots in docs/ledger-and-reports.md; the numbers below
 are what the reports must say.
 """
 

@@ -5,7 +5,7 @@ verdict states the ledger's known figures; each page renders in headless
 Chromium with no console message, and its first screen is a real picture (a
 screenshot of the expected size, not blank). The screenshots are kept in
 ``test-artifacts/reports/`` (``RGTEST_ARTIFACTS`` moves it) for people to
-look at; the README's are made the same way.
+look at; the docs' are made the same way.
 
 Skips with the reason where Chromium is missing (.ci/run installs Debian's
 chromium-headless-shell).

@@ -262,4 +262,4 @@ def find_rig(work: Path) -> SystemRig | str:
         return _from_compose(compose)
     why = problem or "no `docker compose` / `docker-compose`"
     return (f"no real Kafka cluster: {local_problem}; {why}; and RGTEST_BOOTSTRAP is not set "
-            "(see the README, 'System tests')")
+            "(see docs/testing.md, 'System tests against a real cluster')")

@@ -3,7 +3,7 @@
 Needs a cluster of brokers in three racks behind rackguard with
 min.insync.racks=2: the repository's docker-compose.yml where a Docker engine
 runs, or an existing one named by RGTEST_* variables (see tests/system/rig.py
-and the README, "System tests"). Without either, every test here skips with
+and docs/testing.md). Without either, every test here skips with
 the reason.
 
     .venv/bin/python -m pytest -m system tests/system -v

@@ -7,7 +7,7 @@ applies it to a ClusterViewStore and times the rack-coverage part of a
 computed and rendered): healthy and during a rack-c outage (every partition
 exactly at its minimum of 2, the worst case of the default mode), in the
 ``at_or_under``, ``all`` and ``none`` modes. The figures are printed
-(``pytest -s``) and quoted in the README. Run it alone for the figures:
+(``pytest -s``) and quoted in docs/operations.md. Run it alone for the figures:
 
     .venv/bin/python -m pytest tests/unit/test_kip_metrics_scale.py -s -q
 """

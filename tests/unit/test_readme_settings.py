@@ -1,4 +1,4 @@
-"""The README's settings table lists every setting, with its env var and flag."""
+"""The settings table (docs/settings.md) lists every setting, with its env var and flag."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from config.settings import Settings
 from proxy.cli import SERVE_FLAGS
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "docs" / "settings.md").read_text()
 
 
 def _rows() -> dict[str, str]:
@@ -23,10 +23,10 @@ def test_every_setting_has_a_row_with_env_and_flag() -> None:
     rows = _rows()
     flags = {field: flag for flag, (field, _) in SERVE_FLAGS.items()}
     for name in Settings.model_fields:
-        assert name in rows, f"README settings table lacks {name}"
+        assert name in rows, f"docs/settings.md lacks {name}"
         assert f"`RACKGUARD_{name.upper()}`" in rows[name]
         if name in flags:
-            assert f"`{flags[name]}`" in rows[name], f"README lacks the flag of {name}"
+            assert f"`{flags[name]}`" in rows[name], f"docs/settings.md lacks the flag of {name}"
 
 
 def test_the_table_names_no_setting_that_does_not_exist() -> None:
