@@ -6,7 +6,7 @@ what is checked is the proxy's answer itself, not a client's retry logic.
 
 from __future__ import annotations
 
-import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -41,6 +41,19 @@ def sample(app: Rackguard, name: str, labels: dict[str, str]) -> float:
     return app.metrics.registry.get_sample_value(name, labels) or 0.0
 
 
+class SteppedClock:
+    """The monotonic clock plus time a test skips ahead (view ages without sleeping)."""
+
+    def __init__(self) -> None:
+        self.skipped = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.skipped
+
+    def advance(self, seconds: float) -> None:
+        self.skipped += seconds
+
+
 class Rig:
     def __init__(self, base: int) -> None:
         self.base = base
@@ -56,7 +69,7 @@ class Rig:
         self.cluster = await start_cluster(config)
         return self.cluster
 
-    def app(self, **overrides: Any) -> Rackguard:
+    def app(self, clock: Callable[[], float] = time.monotonic, **overrides: Any) -> Rackguard:
         assert self.cluster is not None
         settings = load_settings({
             "upstream": self.cluster.bootstrap_servers,
@@ -66,7 +79,7 @@ class Rig:
             "metadata_refresh_interval_ms": 60_000,  # tests refresh explicitly
             **overrides,
         })
-        app = Rackguard(settings)
+        app = Rackguard(settings, clock=clock)
         self.apps.append(app)
         return app
 
@@ -146,14 +159,15 @@ async def test_stale_metadata_fails_closed_and_fail_open_forwards(rig: Rig) -> N
     # short timeouts: two failed attempts fit in the 300 ms age bound
     quick = {"max_metadata_age_ms": 300, "admin_connect_timeout_ms": 50,
              "admin_request_timeout_ms": 100, "metadata_hedge_delay_ms": 20}
-    closed = rig.app(**quick)
+    clock = SteppedClock()
+    closed = rig.app(clock, **quick)
     await closed.start()
     # the proxy is cut off from every broker (its own requests hang); clients are not
     for node in range(1, 7):
         await cluster.fault_broker(node, Fault("partition-proxy"))
     with pytest.raises(PollError, match="no broker answered"):
         await closed.poller.poll_once()
-    await asyncio.sleep(0.4)
+    clock.advance(0.4)  # past the 300 ms age bound
     client = await rig.client_for("orders", 0)
     client.send(produce("orders", [0], 7))
     code, message = answers(await client.recv())[0]
@@ -164,11 +178,11 @@ async def test_stale_metadata_fails_closed_and_fail_open_forwards(rig: Rig) -> N
     rig.base += 200  # a second proxy on other ports, failing open
     for node in range(1, 7):
         await cluster.fault_broker(node, None)
-    opened = rig.app(**quick, fail_open=True)
+    opened = rig.app(clock, **quick, fail_open=True)
     await opened.start()
     for node in range(1, 7):
         await cluster.fault_broker(node, Fault("partition-proxy"))
-    await asyncio.sleep(0.4)
+    clock.advance(0.4)
     client = await rig.client_for("orders", 0)
     client.send(produce("orders", [0], 8))
     assert answers(await client.recv())[0] == (0, None)

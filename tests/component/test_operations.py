@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from proxy.app import Rackguard
 from simulator.faults import Fault
 from tests.component.conftest import free_port_block
-from tests.component.test_enforcement_app import Rig, answers, produce
+from tests.component.test_enforcement_app import Rig, SteppedClock, answers, produce
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -64,7 +64,8 @@ REJECTED = {"topic": "orders", "decision": "rejected", "reason": "NOT_ENOUGH_RAC
 
 async def test_outage_shows_in_metrics_and_staleness_in_readyz(rig: Rig) -> None:
     cluster = await rig.start_cluster()
-    app = rig.app(upstream=f"127.0.0.1:{cluster.port_of(1)}", metrics_port=0,
+    clock = SteppedClock()
+    app = rig.app(clock, upstream=f"127.0.0.1:{cluster.port_of(1)}", metrics_port=0,
                   max_metadata_age_ms=400, admin_connect_timeout_ms=50,
                   admin_request_timeout_ms=100, metadata_hedge_delay_ms=20)
     await app.start()
@@ -124,7 +125,7 @@ async def test_outage_shows_in_metrics_and_staleness_in_readyz(rig: Rig) -> None
     for node in (2, 4, 5):
         await cluster.fault_broker(node, Fault("partition-proxy"))
     assert await app.poller.refresh_now() is False
-    await asyncio.sleep(0.5)
+    clock.advance(0.5)  # past the 400 ms age bound
     status, reason = await get(app, "/readyz")
     assert status == 503
     assert reason.startswith("upstream unreachable: last metadata poll failed")
