@@ -32,7 +32,6 @@ import base64
 import json
 import os
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -381,38 +380,16 @@ def _stop_or_kill(n: KafkaNode, timeout: float) -> None:
 
 
 def metadata_brokers(host: str, port: int, timeout: float) -> list[int]:
-    """The node ids of a Metadata v1 answer (no topics), straight from one broker."""
-    import socket
+    """The node ids of one broker's Metadata answer (no topics asked)."""
+    from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-    request = struct.pack(">hhih", 3, 1, 1, 2) + b"rg" + struct.pack(">i", 0)
-    with socket.create_connection((host, port), timeout=timeout) as sock:
-        sock.settimeout(timeout)
-        sock.sendall(struct.pack(">i", len(request)) + request)
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        body = _read(sock, size)
-    count = struct.unpack_from(">i", body, 4)[0]
-    pos, ids = 8, []
-    for _ in range(count):
-        node_id = struct.unpack_from(">i", body, pos)[0]
-        host_len = struct.unpack_from(">h", body, pos + 4)[0]
-        pos += 6 + host_len + 4  # node id, host, port
-        rack_len = struct.unpack_from(">h", body, pos)[0]
-        pos += 2 + max(rack_len, 0)
-        ids.append(node_id)
-    return ids
+    from protocol.metadata import read_metadata
+    from tests.integration.harness.wire import RawKafkaConnection
 
-
-def _read(sock: object, n: int) -> bytes:
-    import socket
-
-    assert isinstance(sock, socket.socket)
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed")
-        data += chunk
-    return data
+    with RawKafkaConnection(host, port, timeout=timeout, client_id="rg-cluster") as conn:
+        raw, _ = conn.request(MetadataRequest(version=1, topics=[]), MetadataResponse, 1)
+    snapshot = read_metadata(len(raw).to_bytes(4, "big") + raw, 1)
+    return [b.node_id for b in snapshot.brokers]
 
 
 def main(argv: list[str] | None = None) -> int:
