@@ -77,10 +77,6 @@ class UpstreamHealth:
         for c in self._known:
             self._seen[c.address] = c
 
-    @property
-    def known(self) -> tuple[Candidate, ...]:
-        return self._known
-
     # ----- outcomes
     def succeeded(self, c: Candidate) -> None:
         self._health[c.address] = Health(last_ok=self._clock())
@@ -124,9 +120,3 @@ class UpstreamHealth:
         """Up or down, for every broker a view ever named (the metric's source): one that
         failed and then left the cluster's broker list stays down."""
         return {c: self.health(c).up for c in self._seen.values()}
-
-    def summary(self) -> str:
-        """One line on the brokers that do not answer, for /readyz."""
-        down = [f"{c.name}: {self.health(c).last_error}" for c in self._known
-                if not self.health(c).up]
-        return "; ".join(down) if down else "every known broker answers"

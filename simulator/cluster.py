@@ -127,7 +127,6 @@ class SimulatedCluster:
 
     async def fault_broker(self, node_id: int, fault: Fault | None) -> None:
         """Show a network fault (simulator/faults.py) on one broker; None heals it."""
-        self.core.state.brokers[node_id]  # noqa: B018 - KeyError for an unknown broker
         await self.servers[node_id].set_fault(fault)
 
     async def fault_rack(self, rack: str | None, fault: Fault | None) -> list[int]:
