@@ -54,46 +54,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, spark: SparkSession | None = None) -> int:
-    from pipeline.session import build_session, missing_requirement
+    from pipeline.session import missing_requirement, session_for
 
     args = build_parser().parse_args(argv)
     out = Path(args.out)
-    problem = missing_requirement()
-    if spark is None and problem is not None:
+    problem = missing_requirement() if spark is None else None
+    if problem is not None:
         print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
     progress = Progress(PROG)
-    own = spark is None
-    if spark is None:
-        with progress.step("starting Spark"):
-            spark = build_session(args.master)
     from pipeline.jobs import print_summary, write_report
     from pipeline.ledger_io import read_ledger
     from pipeline.reports import audit_loss, produce_rows
 
     try:
-        with progress.step("reading the ledger", spark):
-            ledger = read_ledger(spark, args.ledger)
-            topics = [args.topic] if args.topic else sorted(
-                r[0] for r in produce_rows(ledger).filter("acked").select("topic")
-                .distinct().collect())
-        progress.say(f"topics to audit: {', '.join(topics) or 'none'}")
-        try:
-            rows = dump_topics(args.bootstrap, topics, args.timeout_s, progress)
-        except Exception as exc:  # noqa: BLE001 - one line for any failure
-            print(f"{PROG}: reading the topics failed: {exc}", file=sys.stderr)
-            return 1
-        has_parquet = importlib.util.find_spec("pyarrow") is not None
-        dump = write_rows(rows, out / ("offsets.parquet" if has_parquet else "offsets.jsonl"))
-        progress.say(f"{len(rows):,} offsets dumped to {dump}")
-        with progress.step("comparing the acknowledged offsets with the dump", spark):
-            report = audit_loss(spark, ledger, str(dump), args.topic)
-            counts = write_report(report, out, args.format)
+        with session_for(spark, args.master, progress) as session:
+            with progress.step("reading the ledger", session):
+                ledger = read_ledger(session, args.ledger)
+                topics = [args.topic] if args.topic else sorted(
+                    r[0] for r in produce_rows(ledger).filter("acked").select("topic")
+                    .distinct().collect())
+            progress.say(f"topics to audit: {', '.join(topics) or 'none'}")
+            try:
+                rows = dump_topics(args.bootstrap, topics, args.timeout_s, progress)
+            except Exception as exc:  # noqa: BLE001 - one line for any failure
+                print(f"{PROG}: reading the topics failed: {exc}", file=sys.stderr)
+                return 1
+            has_parquet = importlib.util.find_spec("pyarrow") is not None
+            dump = write_rows(rows, out / ("offsets.parquet" if has_parquet
+                                           else "offsets.jsonl"))
+            progress.say(f"{len(rows):,} offsets dumped to {dump}")
+            with progress.step("comparing the acknowledged offsets with the dump", session):
+                report = audit_loss(session, ledger, str(dump), args.topic)
+                counts = write_report(report, out, args.format)
     except FileNotFoundError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    finally:
-        if own:
-            spark.stop()
     print_summary(report, out, counts)
     return 0

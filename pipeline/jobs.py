@@ -183,28 +183,22 @@ def run(argv: list[str], spark: SparkSession | None = None, prog: str = "rackgua
     args = build_parser(prog, default_master).parse_args(argv)
     out = Path(args.out or f"rackguard-{args.report}")
     progress = Progress(prog)
-    own = spark is None
-    if spark is None:
-        from pipeline.session import build_session, missing_requirement
+    from pipeline.session import missing_requirement, session_for
 
-        problem = missing_requirement()
-        if problem is not None:
-            print(f"{prog}: {problem}", file=sys.stderr)
-            return 2
-        with progress.step("starting Spark"):
-            spark = build_session(args.master)
+    problem = missing_requirement() if spark is None else None
+    if problem is not None:
+        print(f"{prog}: {problem}", file=sys.stderr)
+        return 2
     try:
-        with progress.step(f"reading the ledger and computing the {args.report} report",
-                           spark):
-            report = make_report(spark, args)
-        with progress.step(f"writing the tables and the page to {out}", spark):
-            counts = write_report(report, out, args.format)
+        with session_for(spark, args.master, progress) as session:
+            with progress.step(f"reading the ledger and computing the {args.report} report",
+                               session):
+                report = make_report(session, args)
+            with progress.step(f"writing the tables and the page to {out}", session):
+                counts = write_report(report, out, args.format)
     except FileNotFoundError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
-    finally:
-        if own:
-            spark.stop()
     print_summary(report, out, counts)
     return 0
 

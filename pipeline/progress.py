@@ -38,8 +38,11 @@ class Progress:
             self.stream.write(text + "\n")
         self.stream.flush()
 
+    def _stamped(self, text: str) -> str:
+        return f"{self.prog}: [{self.clock() - self.started:6.1f} s] {text}"
+
     def say(self, text: str) -> None:
-        self._write(f"{self.prog}: [{self.clock() - self.started:6.1f} s] {text}")
+        self._write(self._stamped(text))
 
     @contextmanager
     def step(self, text: str, spark: Any = None) -> Iterator[None]:
@@ -73,8 +76,9 @@ class Progress:
                 continue
             done = sum(s.numCompletedTasks for s in running)
             total = sum(s.numTasks for s in running)
-            line = (f"{self.prog}: [{self.clock() - self.started:6.1f} s] {text}: Spark stage "
-                    f"{', '.join(str(s.stageId) for s in running)}, {done}/{total} tasks")
+            line = self._stamped(f"{text}: Spark stage "
+                                 f"{', '.join(str(s.stageId) for s in running)}, "
+                                 f"{done}/{total} tasks")
             if self.tty:
                 self._write(line, transient=True)
             elif self.clock() - last_print >= self.quiet_s:

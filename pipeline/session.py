@@ -9,8 +9,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from pipeline.progress import Progress
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -51,3 +55,19 @@ def build_session(master: str | None, app_name: str = "rackguard-report",
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+@contextmanager
+def session_for(spark: SparkSession | None, master: str | None, progress: Progress
+                ) -> Iterator[SparkSession]:
+    """``spark`` as given, or one built here (announced on ``progress``) and stopped when
+    the block ends, however it ends."""
+    if spark is not None:
+        yield spark
+        return
+    with progress.step("starting Spark"):
+        built = build_session(master)
+    try:
+        yield built
+    finally:
+        built.stop()
