@@ -170,6 +170,4 @@ def value_text(key: str, v: Any) -> str:
         return "; ".join(f"{k}: {value_text('', x)}" for k, x in v.items())
     if isinstance(v, (list, tuple)):
         return ", ".join(value_text("", x) for x in v) or "(none)"
-    if hasattr(v, "asDict"):
-        return value_text(key, v.asDict())
     return str(v)

@@ -50,7 +50,6 @@ from tests.system.cluster import BROKER_RACKS, RACKS, KafkaCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
-DEFAULT_RACKS = ("rack-a", "rack-b", "rack-c")
 COMPOSE_UP_TIMEOUT_S = 900
 
 
@@ -68,7 +67,6 @@ class SystemRig:
     thaw_rack_fn: Callable[[str], None] | None = None
     frozen: list[str] = field(default_factory=list)
     cluster: KafkaCluster | None = None  # the brokers, where this module started them
-    proxy: RackguardProxy | None = None
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -128,7 +126,7 @@ def _from_environment() -> SystemRig | str:
     if not stop or not start:
         return ("RGTEST_BOOTSTRAP is set but RGTEST_STOP_RACK_CMD / RGTEST_START_RACK_CMD "
                 "are not (shell commands with {rack})")
-    racks = tuple(r.strip() for r in os.environ.get("RGTEST_RACKS", ",".join(DEFAULT_RACKS))
+    racks = tuple(r.strip() for r in os.environ.get("RGTEST_RACKS", ",".join(RACKS))
                   .split(",") if r.strip())
 
     def command(template: str) -> Callable[[str], None]:
@@ -171,7 +169,7 @@ def _from_local_cluster(work: Path) -> SystemRig:
         proxy.bootstrap, RACKS, cluster.stop_rack, cluster.restore_rack,
         f"http://127.0.0.1:{metrics_port}/metrics", close,
         kill_rack_fn=cluster.kill_rack, freeze_rack_fn=cluster.freeze_rack,
-        thaw_rack_fn=cluster.thaw_rack, cluster=cluster, proxy=proxy)
+        thaw_rack_fn=cluster.thaw_rack, cluster=cluster)
 
 
 def compose_command() -> list[str] | None:
