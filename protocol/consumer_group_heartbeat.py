@@ -27,6 +27,7 @@ from rackguard.protocol.primitives import (
     pack_int32,
     read_uvarint,
     skip_string,
+    skip_tagged_fields,
 )
 
 CONSUMER_GROUP_HEARTBEAT_API_KEY = 68
@@ -35,11 +36,19 @@ JOINING_EPOCH = 0
 _I32 = struct.Struct(">i").unpack_from
 
 
-def fill_heartbeat_rack(frame: Buffer, version: int, body: int, rack: str) -> bytes | None:
+def body_offset(frame: Buffer) -> int:
+    """Where the body starts: the header is v2 (flexible) in every version of this API,
+    which the shared header table (checked against kafka-python's schemas, which lack
+    this API) cannot say."""
+    pos = skip_string(frame, 12, False)  # client_id
+    return skip_tagged_fields(frame, pos)
+
+
+def fill_heartbeat_rack(frame: Buffer, version: int, rack: str) -> bytes | None:
     """The joining heartbeat with ``rack`` as its RackId, or None to forward it as is."""
     if not 0 <= version <= MAX_VERSION:
         raise ProtocolError(f"ConsumerGroupHeartbeat v{version} is beyond v{MAX_VERSION}")
-    pos = skip_string(frame, body, True)  # group_id
+    pos = skip_string(frame, body_offset(frame), True)  # group_id
     pos = skip_string(frame, pos, True)  # member_id
     need(frame, pos, 4)
     epoch = _I32(frame, pos)[0]
