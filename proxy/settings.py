@@ -73,6 +73,7 @@ class Settings(BaseSettings):
     upstream: Annotated[tuple[str, ...], NoDecode] = Field(
         default=(),
         description="Bootstrap address(es) of the real Kafka cluster, HOST:PORT[,HOST:PORT...]",
+        json_schema_extra={"metavar": "HOST:PORT[,...]"},
     )
     listen_host: str = Field(
         default="127.0.0.1", description="Address the proxy's listeners bind to"
