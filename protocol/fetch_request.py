@@ -24,6 +24,7 @@ log_start_offset (int64, v5+), partition_max_bytes } }, forgotten_topics_data[] 
 from __future__ import annotations
 
 import struct
+from functools import lru_cache
 
 from rackguard.protocol.headers import parse_request_header
 from rackguard.protocol.primitives import (
@@ -63,58 +64,35 @@ def _partition_size(version: int) -> int:
 _PARTITION_SIZES = {v: _partition_size(v) for v in range(FIRST_RACK_VERSION, MAX_FETCH_VERSION + 1)}
 
 
-def _skip_topic_key(buf: Buffer, pos: int, version: int, flexible: bool) -> int:
-    if version >= FIRST_TOPIC_ID_VERSION:
-        need(buf, pos, 16)
-        return pos + 16
-    return skip_string(buf, pos, flexible)
-
-
 def rack_span(frame: Buffer, version: int, body: int) -> tuple[int, int, int]:
     """(start, payload start, end) of the ``rack_id`` field of a v11+ request whose body
     starts at ``body``; checks that nothing but tagged fields (v12+) follows it."""
     if not FIRST_RACK_VERSION <= version <= MAX_FETCH_VERSION:
         raise ProtocolError(f"Fetch v{version} has no rack_id the proxy reads")
-    flexible = version >= FIRST_FLEXIBLE_VERSION
     pos = body + (12 if version >= FIRST_NO_REPLICA_ID_VERSION else 16)  # .. max_bytes
     pos += 1 + 8  # isolation_level, session_id, session_epoch
     need(frame, pos, 0)
-    fixed = _PARTITION_SIZES[version]
-    topics, pos = read_array_len(frame, pos, flexible, nullable=False)
-    for _ in range(topics):
-        pos = _skip_topic_key(frame, pos, version, flexible)
-        partitions, pos = read_array_len(frame, pos, flexible, nullable=False)
-        if flexible:
-            for _ in range(partitions):
-                pos += fixed
-                if pos < len(frame) and frame[pos] == 0:
-                    pos += 1
-                else:
-                    pos = skip_tagged_fields(frame, pos)
-            pos = skip_tagged_fields(frame, pos)
+    try:
+        if version >= FIRST_FLEXIBLE_VERSION:
+            start = _skip_flexible(frame, pos, _PARTITION_SIZES[version],
+                                   version >= FIRST_TOPIC_ID_VERSION)
         else:
-            pos += partitions * fixed
-    forgotten, pos = read_array_len(frame, pos, flexible, nullable=False)
-    for _ in range(forgotten):
-        pos = _skip_topic_key(frame, pos, version, flexible)
-        partitions, pos = read_array_len(frame, pos, flexible, nullable=False)
-        pos += 4 * partitions
-        if flexible:
-            pos = skip_tagged_fields(frame, pos)
-    start = pos
-    if flexible:
-        n, pos = read_uvarint(frame, pos)
+            start = _skip_classic(frame, pos, _PARTITION_SIZES[version])
+    except IndexError:
+        raise ProtocolError("truncated Fetch request") from None
+    if version >= FIRST_FLEXIBLE_VERSION:
+        n, pos = read_uvarint(frame, start)
         n -= 1
     else:
-        need(frame, pos, 2)
-        n = _I16(frame, pos)[0]
-        pos += 2
+        need(frame, start, 2)
+        n = _I16(frame, start)[0]
+        pos = start + 2
     payload = pos
     if n > 0:
         pos += n
     need(frame, pos, 0)
     end = pos
-    if flexible:
+    if version >= FIRST_FLEXIBLE_VERSION:
         pos = skip_tagged_fields(frame, pos)
     if pos != len(frame):
         raise ProtocolError(f"{len(frame) - pos} bytes after the Fetch request at offset {pos}")
@@ -123,22 +101,106 @@ def rack_span(frame: Buffer, version: int, body: int) -> tuple[int, int, int]:
     return start, payload, end
 
 
+def _count(frame: Buffer, pos: int) -> tuple[int, int]:
+    """A compact array length that must not be null (-1)."""
+    n, pos = read_uvarint(frame, pos)
+    if n == 0:
+        raise ProtocolError(f"null array at offset {pos}")
+    return n - 1, pos
+
+
+def _skip_flexible(frame: Buffer, pos: int, fixed: int, by_id: bool) -> int:
+    """Past topics and forgotten_topics_data of a v12+ request (the hot path: a byte
+    below 0x80 is a whole length, and most structs carry no tagged fields)."""
+    b = frame[pos]
+    if 0 < b < 0x80:
+        topics, pos = b - 1, pos + 1
+    else:
+        topics, pos = _count(frame, pos)
+    for _ in range(topics):
+        if by_id:
+            pos += 16
+        else:
+            b = frame[pos]
+            if b < 0x80:
+                pos += b if b else 1  # compact string: length + 1, then the bytes
+            else:
+                n, pos = read_uvarint(frame, pos)
+                pos += n - 1
+        b = frame[pos]
+        if 0 < b < 0x80:
+            partitions, pos = b - 1, pos + 1
+        else:
+            partitions, pos = _count(frame, pos)
+        for _ in range(partitions):
+            pos += fixed
+            if frame[pos] == 0:
+                pos += 1
+            else:
+                pos = skip_tagged_fields(frame, pos)
+        if frame[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(frame, pos)
+    forgotten, pos = _count(frame, pos)
+    for _ in range(forgotten):
+        pos = pos + 16 if by_id else skip_string(frame, pos, True)
+        partitions, pos = _count(frame, pos)
+        pos = skip_tagged_fields(frame, pos + 4 * partitions)
+    return pos
+
+
+def _skip_classic(frame: Buffer, pos: int, fixed: int) -> int:
+    """Past topics and forgotten_topics_data of a v11 request."""
+    topics, pos = read_array_len(frame, pos, False, nullable=False)
+    for _ in range(topics):
+        pos = skip_string(frame, pos, False)
+        partitions, pos = read_array_len(frame, pos, False, nullable=False)
+        pos += partitions * fixed
+    forgotten, pos = read_array_len(frame, pos, False, nullable=False)
+    for _ in range(forgotten):
+        pos = skip_string(frame, pos, False)
+        partitions, pos = read_array_len(frame, pos, False, nullable=False)
+        pos += 4 * partitions
+    return pos
+
+
 def read_fetch_rack(frame: Buffer) -> str:
     """The ``rack_id`` of a Fetch v11+ request frame ("" when the client set none)."""
     header = parse_request_header(frame)
-    _, payload, end = rack_span(frame, header.api_version, header.body_offset)
+    _, payload, end = rack_span(frame, header.api_version,
+                                request_body_offset(frame, header.api_version))
     try:
         return str(frame[payload:end], "utf-8")
     except UnicodeDecodeError as exc:
         raise ProtocolError("invalid UTF-8 rack_id in a Fetch request") from exc
 
 
-def fill_fetch_rack(frame: Buffer, version: int, body: int, rack: str) -> bytes | None:
+def request_body_offset(frame: Buffer, version: int) -> int:
+    """Where a Fetch request's body starts (after the client id and, from v12, the
+    header's tagged fields): the one header field the fill needs, read in place."""
+    need(frame, 12, 2)
+    n = _I16(frame, 12)[0]
+    pos = 14 + n if n > 0 else 14
+    need(frame, pos, 0)
+    if version >= FIRST_FLEXIBLE_VERSION:
+        if pos < len(frame) and frame[pos] == 0:
+            return pos + 1
+        return skip_tagged_fields(frame, pos)
+    return pos
+
+
+@lru_cache(maxsize=64)
+def _rack_field(rack: str, flexible: bool) -> bytes:
+    return encode_string(rack, flexible)
+
+
+def fill_fetch_rack(frame: Buffer, version: int, rack: str) -> bytes | None:
     """The request with ``rack`` as its rack_id when the client sent an empty one;
     None when the client named a rack of its own (forward its bytes unchanged)."""
-    start, payload, end = rack_span(frame, version, body)
+    start, payload, end = rack_span(frame, version, request_body_offset(frame, version))
     if end != payload:
         return None
-    field = encode_string(rack, version >= FIRST_FLEXIBLE_VERSION)
+    field = _rack_field(rack, version >= FIRST_FLEXIBLE_VERSION)
     size = len(frame) - 4 - (end - start) + len(field)
     return b"".join((pack_int32(size), frame[4:start], field, frame[end:]))

@@ -55,57 +55,119 @@ _FIXED = {v: _fixed_before_aborted(v) for v in range(MAX_VERSION + 1)}
 def fetch_response_traffic(frame: Buffer, version: int) -> FetchTraffic:
     """Record bytes and redirected partitions of a Fetch response frame."""
     pos = check_frame(frame, 1, version, MAX_VERSION)
-    flexible = version >= 12
+    try:
+        if version >= 12:
+            total, redirects, pos = _walk_flexible(frame, pos + 10, version >= 13)
+        else:
+            total, redirects, pos = _walk_classic(frame, pos, version)
+    except (IndexError, struct.error):
+        raise ProtocolError("truncated Fetch response") from None
+    if pos != len(frame):
+        raise ProtocolError(f"{len(frame) - pos} trailing bytes in a Fetch response")
+    return FetchTraffic(total, redirects)
+
+
+def _count(frame: Buffer, pos: int) -> tuple[int, int]:
+    """A compact array length that must not be null."""
+    n, pos = read_uvarint(frame, pos)
+    if n == 0:
+        raise ProtocolError(f"null array at offset {pos}")
+    return n - 1, pos
+
+
+def _walk_flexible(frame: Buffer, pos: int, by_id: bool) -> tuple[int, int, int]:
+    """(record bytes, redirects, end) of a v12+ response body past its session id (the
+    hot path: a byte below 0x80 is a whole length, tagged fields are mostly absent)."""
+    total = redirects = 0
+    i32 = _I32
+    end = len(frame)
+    b = frame[pos]
+    if 0 < b < 0x80:
+        topics, pos = b - 1, pos + 1
+    else:
+        topics, pos = _count(frame, pos)
+    for _ in range(topics):
+        if by_id:
+            pos += 16
+        else:
+            b = frame[pos]
+            if b < 0x80:
+                pos += b if b else 1
+            else:
+                n, pos = read_uvarint(frame, pos)
+                pos += n - 1
+        b = frame[pos]
+        if 0 < b < 0x80:
+            partitions, pos = b - 1, pos + 1
+        else:
+            partitions, pos = _count(frame, pos)
+        for _ in range(partitions):
+            pos += 30  # partition_index .. log_start_offset
+            b = frame[pos]
+            if b == 1:  # no aborted transactions, the usual
+                pos += 1
+            elif b:  # a compact array of (producer_id, first_offset, tagged fields)
+                aborted, pos = read_uvarint(frame, pos)
+                for _ in range(aborted - 1):
+                    pos = skip_tagged_fields(frame, pos + 16)
+            else:  # null
+                pos += 1
+            if i32(frame, pos)[0] >= 0:
+                redirects += 1
+            pos += 4
+            b = frame[pos]
+            if b < 0x80:
+                n, pos = b - 1, pos + 1
+            else:
+                n, pos = read_uvarint(frame, pos)
+                n -= 1
+            if n > 0:
+                pos += n
+                if pos > end:
+                    raise ProtocolError(f"records of {n} bytes run past the frame")
+                total += n
+            if frame[pos] == 0:
+                pos += 1
+            else:
+                pos = skip_tagged_fields(frame, pos)
+        if frame[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(frame, pos)
+    return total, redirects, skip_tagged_fields(frame, pos)
+
+
+def _walk_classic(frame: Buffer, pos: int, version: int) -> tuple[int, int, int]:
+    """(record bytes, redirects, end) of a v0-v11 response body."""
     if version >= 1:
         pos += 4
     if version >= 7:
         pos += 6
     need(frame, pos, 0)
     fixed = _FIXED[version]
-    total = 0
-    redirects = 0
-    topics, pos = read_array_len(frame, pos, flexible, nullable=False)
+    total = redirects = 0
+    topics, pos = read_array_len(frame, pos, False, nullable=False)
     for _ in range(topics):
-        if version >= 13:
-            need(frame, pos, 16)
-            pos += 16
-        else:
-            pos = skip_string(frame, pos, flexible)
-        partitions, pos = read_array_len(frame, pos, flexible, nullable=False)
+        pos = skip_string(frame, pos, False)
+        partitions, pos = read_array_len(frame, pos, False, nullable=False)
         for _ in range(partitions):
             pos += fixed
             if version >= 4:
-                aborted, pos = read_array_len(frame, pos, flexible)
+                aborted, pos = read_array_len(frame, pos, False)
                 if aborted > 0:
-                    if flexible:
-                        for _ in range(aborted):
-                            pos = skip_tagged_fields(frame, pos + 16)
-                    else:
-                        pos += aborted * 16  # producer_id, first_offset
+                    pos += aborted * 16  # producer_id, first_offset
             if version >= 11:
                 need(frame, pos, 4)
                 if _I32(frame, pos)[0] >= 0:
                     redirects += 1
                 pos += 4
-            if flexible:
-                n, pos = read_uvarint(frame, pos)
-                n -= 1
-            else:
-                need(frame, pos, 4)
-                n = _I32(frame, pos)[0]
-                pos += 4
+            need(frame, pos, 4)
+            n = _I32(frame, pos)[0]
+            pos += 4
             if n > 0:
                 need(frame, pos, n)
                 pos += n
                 total += n
             elif n < -1:
                 raise ProtocolError(f"negative records length {n} at offset {pos}")
-            if flexible:
-                pos = skip_tagged_fields(frame, pos)
-        if flexible:
-            pos = skip_tagged_fields(frame, pos)
-    if flexible:
-        pos = skip_tagged_fields(frame, pos)
-    if pos != len(frame):
-        raise ProtocolError(f"{len(frame) - pos} trailing bytes in a Fetch response")
-    return FetchTraffic(total, redirects)
+    return total, redirects, pos

@@ -14,6 +14,7 @@ responses raise ProtocolError (the connection closes, as for any bad input).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from rackguard.protocol.apis import ApiKey
 from rackguard.protocol.consumer_group_heartbeat import MAX_VERSION as HEARTBEAT_MAX
@@ -59,8 +60,7 @@ class RackHints:
         if observer is None:
             observer = self._observers[client.listener] = self._observer(client.listener)
         if self.fill and api_version >= FIRST_RACK_VERSION:
-            header = parse_request_header(frame)
-            filled = fill_fetch_rack(frame, api_version, header.body_offset, self.rack)
+            filled = fill_fetch_rack(frame, api_version, self.rack)
             if filled is not None:
                 self._metrics.fill("Fetch")
                 return Forward(filled, True, observer)
@@ -68,14 +68,18 @@ class RackHints:
 
     def _observer(self, listener: str) -> ResponseTransform:
         node = listener_node(listener)
-        metrics = self._metrics
+        fetched = self._metrics.fetched
         rack = self.rack
         view = self._view
+        seen: list[Any] = [None, "unknown"]  # the view last looked at, and its answer
 
         def observe(frame: memoryview, version: int) -> memoryview:
             record_bytes, redirects = fetch_response_traffic(frame, version)
-            serving = view().racks.get(node) if node is not None else None
-            metrics.fetched(locality(rack, serving), record_bytes, redirects)
+            current = view()
+            if current is not seen[0]:  # views are immutable: one look per new view
+                seen[0] = current
+                seen[1] = locality(rack, current.racks.get(node) if node is not None else None)
+            fetched(seen[1], record_bytes, redirects)
             return frame
 
         return observe

@@ -15,7 +15,12 @@ import uuid
 
 import pytest
 from kafka.protocol.consumer import FetchRequest, FetchResponse
-from rackguard.protocol.fetch_request import fill_fetch_rack, rack_span, read_fetch_rack
+from rackguard.protocol.fetch_request import (
+    fill_fetch_rack,
+    rack_span,
+    read_fetch_rack,
+    request_body_offset,
+)
 from rackguard.protocol.fetch_response import FetchTraffic, fetch_response_traffic
 from rackguard.protocol.headers import parse_request_header
 from rackguard.protocol.primitives import ProtocolError
@@ -53,7 +58,7 @@ def encoded(req: FetchRequest) -> bytes:
 
 def fill(data: bytes, rack: str) -> bytes | None:
     header = parse_request_header(data)
-    return fill_fetch_rack(memoryview(data), header.api_version, header.body_offset, rack)
+    return fill_fetch_rack(memoryview(data), header.api_version, rack)
 
 
 @pytest.mark.parametrize("version", RACK_VERSIONS)
@@ -72,6 +77,7 @@ def test_empty_rack_is_filled_and_nothing_else_changes(
     assert filled[4:start] == data[4:start]  # every byte before rack_id
     assert filled.endswith(data[end:])  # the tagged fields after it
     assert read_fetch_rack(filled) == rack
+    assert request_body_offset(data, version) == parse_request_header(data).body_offset
     assert read_fetch_rack(data) == ""
 
 
