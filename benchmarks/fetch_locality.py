@@ -20,8 +20,10 @@ import argparse
 import json
 import socket
 import statistics
+import struct
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from contextlib import ExitStack
@@ -84,6 +86,52 @@ def filled_fetches(metrics_port: int) -> float:
                and s.labels.get("api") == "Fetch")
 
 
+def fetch_frame(topic: str, partition: int, offset: int, corr: int) -> bytes:
+    """A Fetch v12 request as librdkafka sends it (empty rack_id), for one partition."""
+    from kafka.protocol.consumer import FetchRequest
+
+    fp = FetchRequest.FetchTopic.FetchPartition(
+        partition=partition, current_leader_epoch=-1, fetch_offset=offset,
+        last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=16 * 1024)
+    req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=64 * 1024,
+                       isolation_level=0, session_id=0, session_epoch=-1,
+                       topics=[FetchRequest.FetchTopic(topic=topic, partitions=[fp])],
+                       forgotten_topics_data=[], rack_id="")
+    req.with_header(correlation_id=corr, client_id="bench-fetch")
+    return bytes(req.encode(version=12, header=True, framed=True))
+
+
+def fetch_loop(bootstrap: str, frames: list[bytes], seconds: float) -> int:
+    """Closed loop on one connection (to node 1's listener is not needed: one broker):
+    send a request, read its answer, repeat; returns the answers read."""
+    host, port = bootstrap.rsplit(":", 1)
+    done = 0
+    with socket.create_connection((host, int(port)), 5) as s:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            s.sendall(frames[done % len(frames)])
+            size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+            s.recv(size, socket.MSG_WAITALL)
+            done += 1
+    return done
+
+
+def request_rate(bootstrap: str, pid: int, frames: list[bytes], seconds: float,
+                 connections: int) -> tuple[float, float]:
+    """(fetches/s, proxy CPU microseconds per fetch) over ``connections`` closed loops."""
+    results: list[int] = []
+    cpu0 = cpu_seconds(pid)
+    threads = [threading.Thread(target=lambda: results.append(
+        fetch_loop(bootstrap, frames, seconds))) for _ in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    cpu = cpu_seconds(pid) - cpu0
+    total = sum(results)
+    return total / seconds, cpu / total * 1e6
+
+
 def quartiles(values: list[float]) -> tuple[float, float, float]:
     if len(values) < 4:
         mid = statistics.median(values)
@@ -101,6 +149,9 @@ def main() -> int:
     parser.add_argument("--partition-kb", type=int, default=1024,
                         help="max.partition.fetch.bytes in KB (1024: librdkafka's default; "
                         "smaller means more Fetch requests per GB, the proxy's worst case)")
+    parser.add_argument("--fetch-seconds", type=float, default=2.0,
+                        help="seconds per turn of the request-rate part (0: skip it)")
+    parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args()
     logs = Path(tempfile.mkdtemp(prefix="rackguard-bench-fetch-"))
@@ -145,6 +196,16 @@ def main() -> int:
                 samples[name].append((size / elapsed / 1e6, cpu / (size / 1e9)))
             print(f"round {r + 1}/{args.rounds}: off {samples['off'][-1][0]:.1f} MB/s, "
                   f"client_rack {samples['client_rack'][-1][0]:.1f} MB/s", file=sys.stderr)
+        per_partition = count // args.partitions
+        frames = [fetch_frame(topic, p, max(per_partition - 40, 0), i)
+                  for i, p in enumerate(range(args.partitions))]
+        rates: dict[str, list[tuple[float, float]]] = {"off": [], "client_rack": []}
+        for r in range(args.rounds if args.fetch_seconds > 0 else 0):
+            order = ["off", "client_rack"] if r % 2 == 0 else ["client_rack", "off"]
+            for name in order + order[::-1]:  # A B B A: each gets two half turns
+                bootstrap, pid = targets[name]
+                rates[name].append(request_rate(bootstrap, pid, frames,
+                                                args.fetch_seconds / 2, args.connections))
         filled = filled_fetches(metrics_port)
     mb_ratio = [b[0] / a[0] for a, b in zip(samples["off"], samples["client_rack"],
                                              strict=True)]
@@ -155,6 +216,16 @@ def main() -> int:
                "cpu_s_per_gb": statistics.median(s[1] for s in rows)}
         for name, rows in samples.items()}
     summary["filled_fetch_requests"] = filled
+    if rates["off"]:
+        rate_ratio = [b[0] / a[0] for a, b in zip(rates["off"], rates["client_rack"],
+                                                   strict=True)]
+        us_ratio = [b[1] / a[1] for a, b in zip(rates["off"], rates["client_rack"],
+                                                 strict=True)]
+        summary["fetches"] = {name: {"per_s": statistics.median(x[0] for x in rows),
+                                     "cpu_us_each": statistics.median(x[1] for x in rows)}
+                              for name, rows in rates.items()}
+        summary["fetch_rate_ratio_q1_median_q3"] = quartiles(rate_ratio)
+        summary["cpu_per_fetch_ratio_q1_median_q3"] = quartiles(us_ratio)
     summary["throughput_ratio_q1_median_q3"] = quartiles(mb_ratio)
     summary["cpu_per_gb_ratio_q1_median_q3"] = quartiles(cpu_ratio)
     print("| proxy | MB/s (median) | CPU s/GB (median) |\n|---|---|---|")
@@ -165,8 +236,18 @@ def main() -> int:
     print(f"throughput client_rack/off: median {q[1]:.3f} (quartiles {q[0]:.3f}-{q[2]:.3f}); "
           f"CPU per GB: median {c[1]:.3f} (quartiles {c[0]:.3f}-{c[2]:.3f})")
     print(f"Fetch requests given client_rack: {filled:.0f}")
+    if rates["off"]:
+        f = summary["fetches"]
+        a, b = summary["fetch_rate_ratio_q1_median_q3"], summary["cpu_per_fetch_ratio_q1_median_q3"]
+        print(f"small fetches ({args.connections} closed loops, Fetch v12, 1 partition "
+              f"near its end): off {f['off']['per_s']:.0f}/s at "
+              f"{f['off']['cpu_us_each']:.0f} us CPU each, client_rack "
+              f"{f['client_rack']['per_s']:.0f}/s at {f['client_rack']['cpu_us_each']:.0f} us; "
+              f"rate ratio median {a[1]:.3f} ({a[0]:.3f}-{a[2]:.3f}), CPU per fetch ratio "
+              f"median {b[1]:.3f} ({b[0]:.3f}-{b[2]:.3f})")
     if args.json:
-        Path(args.json).write_text(json.dumps({"samples": samples, "summary": summary}))
+        Path(args.json).write_text(json.dumps({"samples": samples, "fetches": rates,
+                                               "summary": summary}))
     return 0
 
 
