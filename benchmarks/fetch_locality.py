@@ -68,9 +68,10 @@ def consume_all(bootstrap: str, topic: str, partitions: int, count: int, partiti
     try:
         while seen < count and time.monotonic() < deadline:
             for m in c.consume(10_000, 0.5):
-                if m.error() is None:
+                value = m.value()
+                if m.error() is None and value is not None:
                     seen += 1
-                    size += len(m.value())
+                    size += len(value)
         return size, time.perf_counter() - start
     finally:
         c.close()
