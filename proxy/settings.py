@@ -212,12 +212,14 @@ class Settings(BaseSettings):
         default=None,
         description="Read client_rack at start from this file (its first line), unless "
         "client_rack is given",
+        json_schema_extra={"metavar": "PATH"},
     )
     client_rack_command: str | None = Field(
         default=None,
         description="Run this command at start (no shell) and take client_rack from its "
         "first line of output, e.g. a cloud metadata lookup, unless client_rack or "
         "client_rack_file is given",
+        json_schema_extra={"metavar": "COMMAND"},
     )
     client_rack_mode: Literal["fill", "observe"] = Field(
         default="fill",

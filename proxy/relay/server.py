@@ -99,7 +99,9 @@ class ProxyServer:
 
     def add_request_hooks(self, hooks: Mapping[int, RequestHook]) -> None:
         """Install request hooks of further concerns (before ``start``) for APIs no hook
-        claims yet; claiming one twice is a programming error."""
+        claims yet; claiming one twice is a programming error. A hook's ``Forward`` names
+        the response transform of its request: the response rewriter this server keeps
+        for that API (if any) then runs only if the hook names it."""
         taken = set(hooks) & set(self._hooks.request_hooks)
         if taken:
             raise ValueError(f"request hooks for api keys {sorted(taken)} are installed")

@@ -173,3 +173,28 @@ def test_rack_sources(tmp_path: Path) -> None:
     with pytest.raises(RackSourceError):
         resolve_client_rack(settings(client_rack_command="/nonexistent/cmd"))
     assert resolve_client_rack(settings(client_rack_command="echo zone-c")) == "zone-c"
+
+
+# ----- installed at start, or the start refused
+
+async def test_app_installs_hooks_only_with_a_rack() -> None:
+    from rackguard.proxy.app import Rackguard, StartupError
+
+    base = {"upstream": "127.0.0.1:9", "bootstrap_port": 0}
+    plain = Rackguard(load_settings(base, env={}))
+    await plain._install_rack_hints()
+    assert plain.rack_hints is None
+    assert {1, 11, 68}.isdisjoint(plain.server._hooks.request_hooks)
+
+    app = Rackguard(load_settings({**base, "client_rack": "zone-b"}, env={}))
+    await app._install_rack_hints()
+    assert app.rack_hints is not None and app.rack_hints.fill
+    assert {1, 11, 68} <= set(app.server._hooks.request_hooks)
+    assert b'rackguard_client_rack_info{mode="fill",rack="zone-b"} 1.0' in app.metrics_text()
+
+    def broken(settings: Settings) -> str | None:
+        raise RackSourceError("client_rack_command 'x': exit status 1")
+
+    refused = Rackguard(load_settings(base, env={}), rack_source=broken)
+    with pytest.raises(StartupError, match="exit status 1"):
+        await refused.start()
