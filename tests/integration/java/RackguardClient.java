@@ -4,8 +4,9 @@
 //   produce  bootstrap= topic= n= [partitions=]        idempotent, acks=all
 //   consume  bootstrap= topic= group= n= [timeout_ms=]  group consumer, commitSync
 //   admin    bootstrap= [topic=] [create=1] [partitions=]  describe cluster, list topics
-//   member   bootstrap= topic= group= seconds= [rack=] [client_id=]
-//            a group member for the given time (client.rack = rack when given);
+//   member   bootstrap= topic= group= seconds= [rack=] [client_id=] [group_protocol=]
+//            a group member for the given time (client.rack = rack when given;
+//            group_protocol=consumer: KIP-848's ConsumerGroupHeartbeat, default classic);
 //            prints the partitions assigned to it at the end
 //   stream   bootstrap= topic= seconds= acked=FILE [rate=] [prefix=]
 //            idempotent, acks=all, for the given time at about rate records/s; each
@@ -232,9 +233,13 @@ public class RackguardClient {
         p.put("client.rack", opt("rack", ""));
         p.put("auto.offset.reset", "earliest");
         p.put("enable.auto.commit", "false");
-        p.put("session.timeout.ms", "6000");
-        p.put("heartbeat.interval.ms", "500");
         p.put("max.poll.interval.ms", "10000");
+        String protocol = opt("group_protocol", "classic");
+        p.put("group.protocol", protocol);
+        if (protocol.equals("classic")) {  // the broker's settings in a KIP-848 group
+            p.put("session.timeout.ms", "6000");
+            p.put("heartbeat.interval.ms", "500");
+        }
         p.put("key.deserializer", ByteArrayDeserializer.class.getName());
         p.put("value.deserializer", ByteArrayDeserializer.class.getName());
         long deadline = System.nanoTime()
