@@ -1,7 +1,8 @@
 """Rack-aware consumer group assignment (KIP-881) for clients that name no rack.
 
 One consumer group of three clients, none configured with a rack: the official Java
-client (3.9, whose range assignor is rack-aware since 3.5), confluent-kafka (librdkafka)
+client (3.9, whose range and cooperative-sticky assignors are rack-aware since 3.5),
+confluent-kafka (librdkafka)
 and kafka-python, each through its own ``rackguard serve``, standing in rack-a, rack-b
 and rack-c. Topic ``assign`` has 6 partitions of one replica each, two per rack. The
 Java client joins first, so it leads the group and runs the assignment.
@@ -24,6 +25,8 @@ from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer
+from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.protocol.consumer.metadata import (
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
@@ -61,7 +64,7 @@ def partition_racks(cluster: ThreadedCluster) -> dict[int, str]:
             for p in range(PARTITIONS)}
 
 
-def group_state(cluster: ThreadedCluster, group: str
+def group_state(cluster: ThreadedCluster, group: str, assignor: str = "range"
                 ) -> tuple[str, int, dict[str, tuple[list[int], bytes]]]:
     """(state, generation, client id -> (assigned partitions, subscription bytes))."""
     def read(c: object) -> tuple[str, int, dict[str, tuple[list[int], bytes]]]:
@@ -74,7 +77,7 @@ def group_state(cluster: ThreadedCluster, group: str
             if m.assignment:
                 decoded = ConsumerProtocolAssignment.decode(m.assignment)
                 parts = sorted(p for t, ps in decoded.assigned_partitions for p in ps)
-            out[member_id.rsplit("-", 5)[0]] = (parts, dict(m.protocols).get("range", b""))
+            out[member_id.rsplit("-", 5)[0]] = (parts, dict(m.protocols).get(assignor, b""))
         return g.state, g.generation, out
     return cluster.call(read)
 
@@ -89,7 +92,8 @@ def wait_for(check: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def run_group(cluster: ThreadedCluster, java_client: JavaClient, tmp_path: Path,
-              group: str, with_racks: bool) -> dict[str, tuple[list[int], bytes]]:
+              group: str, with_racks: bool, assignor: str = "range"
+              ) -> dict[str, tuple[list[int], bytes]]:
     ports = ks.broker_ports(cluster)
     upstream = ",".join(f"127.0.0.1:{p}" for p in ports)
     proxies = {}
@@ -106,27 +110,28 @@ def run_group(cluster: ThreadedCluster, java_client: JavaClient, tmp_path: Path,
             proxies[client_id] = proxy
         java = subprocess.Popen(
             java_client.argv("member", bootstrap=proxies["m1-java"].bootstrap, topic=TOPIC,
-                             group=group, seconds=RUN_S, client_id="m1-java"),
+                             group=group, seconds=RUN_S, client_id="m1-java",
+                             assignor=assignor),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         wait_for(lambda: group_state(cluster, group)[0] == "Stable", 30, "the Java member")
         threads = [
             threading.Thread(target=rdkafka_member, args=(
-                proxies["m2-rdkafka"].bootstrap, group, stop)),
+                proxies["m2-rdkafka"].bootstrap, group, stop, assignor)),
             threading.Thread(target=python_member, args=(
-                proxies["m3-python"].bootstrap, group, stop)),
+                proxies["m3-python"].bootstrap, group, stop, assignor)),
         ]
         for t in threads:
             t.start()
             time.sleep(1.0)  # join one at a time: the Java member stays the leader
 
         def settled() -> bool:
-            state, _, members = group_state(cluster, group)
+            state, _, members = group_state(cluster, group, assignor)
             return state == "Stable" and len(members) == 3 and all(
                 parts for parts, _ in members.values())
 
         wait_for(settled, 30, "three members with assignments")
         time.sleep(1.0)
-        state, generation, members = group_state(cluster, group)
+        state, generation, members = group_state(cluster, group, assignor)
         assert settled(), (state, members)
         return members
     finally:
@@ -143,12 +148,13 @@ def run_group(cluster: ThreadedCluster, java_client: JavaClient, tmp_path: Path,
             proxy.stop()
 
 
-def rdkafka_member(bootstrap: str, group: str, stop: threading.Event) -> None:
+def rdkafka_member(bootstrap: str, group: str, stop: threading.Event, assignor: str
+                   ) -> None:
     from confluent_kafka import Consumer
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
                          "client.id": "m2-rdkafka", "session.timeout.ms": 6000,
-                         "heartbeat.interval.ms": 500, "partition.assignment.strategy": "range",
+                         "heartbeat.interval.ms": 500, "partition.assignment.strategy": assignor,
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     try:
         consumer.subscribe([TOPIC])
@@ -158,10 +164,14 @@ def rdkafka_member(bootstrap: str, group: str, stop: threading.Event) -> None:
         consumer.close()
 
 
-def python_member(bootstrap: str, group: str, stop: threading.Event) -> None:
+def python_member(bootstrap: str, group: str, stop: threading.Event, assignor: str
+                  ) -> None:
+    strategy = (CooperativeStickyAssignor if assignor == "cooperative-sticky"
+                else RangePartitionAssignor)
     consumer = KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=group,
                              client_id="m3-python", session_timeout_ms=6000,
-                             heartbeat_interval_ms=500, enable_auto_commit=False)
+                             heartbeat_interval_ms=500, enable_auto_commit=False,
+                             partition_assignment_strategy=(strategy,))
     try:
         while not stop.is_set():
             consumer.poll(timeout_ms=100)
@@ -175,17 +185,20 @@ def plain_range() -> dict[str, list[int]]:
             for i, client_id in enumerate(sorted(MEMBERS))}
 
 
+@pytest.mark.parametrize("assignor", ["range", "cooperative-sticky"])
 def test_assignments_follow_the_proxies_racks(cluster: ThreadedCluster,
                                               java_client: JavaClient, tmp_path: Path,
-                                              unique: str) -> None:
+                                              unique: str, assignor: str) -> None:
     racks = partition_racks(cluster)
     assert sorted(racks.values()) == sorted(ks.RACKS * 2), racks
-    members = run_group(cluster, java_client, tmp_path, f"racks-{unique}", with_racks=True)
+    members = run_group(cluster, java_client, tmp_path, f"racks-{unique}", with_racks=True,
+                        assignor=assignor)
     for client_id, (parts, subscription) in members.items():
         rack = MEMBERS[client_id]
         assert ConsumerProtocolSubscription.decode(subscription).rack_id == rack
         assert parts == sorted(p for p, r in racks.items() if r == rack), (client_id, members)
-    assert {c: p for c, (p, _) in members.items()} != plain_range()
+    if assignor == "range":
+        assert {c: p for c, (p, _) in members.items()} != plain_range()
 
 
 def test_without_client_rack_the_assignment_is_unchanged(

@@ -5,6 +5,7 @@
 //   consume  bootstrap= topic= group= n= [timeout_ms=]  group consumer, commitSync
 //   admin    bootstrap= [topic=] [create=1] [partitions=]  describe cluster, list topics
 //   member   bootstrap= topic= group= seconds= [rack=] [client_id=] [group_protocol=]
+//            [assignor=range|cooperative-sticky]
 //            a group member for the given time (client.rack = rack when given;
 //            group_protocol=consumer: KIP-848's ConsumerGroupHeartbeat, default classic);
 //            prints the partitions assigned to it at the end
@@ -239,6 +240,10 @@ public class RackguardClient {
         if (protocol.equals("classic")) {  // the broker's settings in a KIP-848 group
             p.put("session.timeout.ms", "6000");
             p.put("heartbeat.interval.ms", "500");
+            p.put("partition.assignment.strategy",
+                "cooperative-sticky".equals(opt("assignor", "range"))
+                    ? CooperativeStickyAssignor.class.getName()
+                    : RangeAssignor.class.getName());
         }
         p.put("key.deserializer", ByteArrayDeserializer.class.getName());
         p.put("value.deserializer", ByteArrayDeserializer.class.getName());
