@@ -2,15 +2,18 @@
 without client_rack and one that fills it into every Fetch request (and reads every
 Fetch response for the locality metric).
 
-A Tansu broker (one node, so no redirect ever happens: every Fetch is filled and every
-response walked, the worst case) holds a topic of ``--mb`` MB of ``--size``-byte records
-in ``--partitions`` partitions; each round a librdkafka consumer (it sends Fetch v11+
-with an empty rack_id) reads the whole topic through each proxy, in mirrored order
-(A B, B A, ...). Per proxy: MB/s and the proxy's CPU seconds per GB read. The cost is the
-median over the rounds of the ratio B/A, printed with its quartiles.
+A Tansu broker (or ``--bootstrap``: any cluster; the proxy's rack names no broker's and
+the topic has one replica per partition, so no redirect ever happens: every Fetch is
+filled and every response walked, the worst case) holds a topic of ``--mb`` MB of
+``--size``-byte records in ``--partitions`` partitions; each round a librdkafka consumer
+(it sends Fetch v11+ with an empty rack_id) reads the whole topic through each proxy,
+in mirrored order (A B, B A, ...). Per proxy: MB/s and the proxy's CPU seconds per GB
+read. Then the per-request cost: closed loops of small one-partition Fetch v12 requests
+(``--fetch-seconds``, 0 skips it). Each cost is the median over the rounds of the ratio
+B/A, printed with its quartiles.
 
 Usage: .venv/bin/python -m benchmarks.fetch_locality [--rounds 8] [--mb 200]
-[--partition-kb 1024] [--json F]
+[--partition-kb 1024] [--fetch-seconds 2] [--bootstrap HOST:PORT] [--json F]
 Figures are printed, never asserted (the machine is shared and noisy).
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import statistics
 import struct
@@ -34,6 +38,8 @@ from rackguard.proxy.tools.bench import cpu_seconds, free_port, process, produce
 
 
 def fill_topic(bootstrap: str, topic: str, partitions: int, size: int, total_mb: int) -> int:
+    """``total_mb`` of records in a new topic of one replica per partition (so a proxy's
+    rack, which names no broker's, never redirects a fetch: only its cost is measured)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -153,19 +159,25 @@ def main() -> int:
     parser.add_argument("--fetch-seconds", type=float, default=2.0,
                         help="seconds per turn of the request-rate part (0: skip it)")
     parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--bootstrap", metavar="HOST:PORT",
+                        help="an existing cluster instead of a Tansu broker started here "
+                        "(broker node ids below 200)")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args()
     logs = Path(tempfile.mkdtemp(prefix="rackguard-bench-fetch-"))
     exe = str(Path(sys.executable).parent / "rackguard")
     samples: dict[str, list[tuple[float, float]]] = {"off": [], "client_rack": []}
     with ExitStack() as stack:
-        port = free_port()
-        stack.enter_context(process([
-            tansu_binary(), "broker", "--listener-url", f"tcp://127.0.0.1:{port}",
-            "--advertised-listener-url", f"tcp://127.0.0.1:{port}",
-            "--storage-engine", "memory://tansu/"], logs / "tansu.log", port))
-        upstream = f"127.0.0.1:{port}"
-        topic = "bench-fetch"
+        if args.bootstrap:
+            upstream = args.bootstrap
+        else:
+            port = free_port()
+            stack.enter_context(process([
+                tansu_binary(), "broker", "--listener-url", f"tcp://127.0.0.1:{port}",
+                "--advertised-listener-url", f"tcp://127.0.0.1:{port}",
+                "--storage-engine", "memory://tansu/"], logs / "tansu.log", port))
+            upstream = f"127.0.0.1:{port}"
+        topic = f"bench-fetch-{os.getpid()}"
         count = fill_topic(upstream, topic, args.partitions, args.size, args.mb)
         targets: dict[str, tuple[str, int]] = {}
         with socket.socket() as held:  # kept bound until the proxies' ports are picked
@@ -176,7 +188,7 @@ def main() -> int:
                 held2.bind(("127.0.0.1", ports[0][0]))
                 ports.append((free_port(), ports[0][1] - 300))
         for (bport, base), (name, extra) in zip(ports, (("off", []), ("client_rack", [
-                "--client-rack", "zone-a", "--metrics-port", str(metrics_port)])), strict=True):
+                "--client-rack", "bench-zone", "--metrics-port", str(metrics_port)])), strict=True):
             proc = stack.enter_context(process(
                 [exe, "serve", "--upstream", upstream, "--bootstrap-port", str(bport),
                  "--broker-port-base", str(base), "--log-level", "WARNING", *extra],
