@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import socket
 import statistics
 import struct
@@ -81,6 +82,25 @@ def consume_all(bootstrap: str, topic: str, partitions: int, count: int, partiti
         return size, time.perf_counter() - start
     finally:
         c.close()
+
+
+PORT_BLOCK = 220  # a proxy's bootstrap port, its broker ports (node ids < 200), metrics
+
+
+def port_block() -> int:
+    """A random base below 32768 whose next PORT_BLOCK ports look free (the broker
+    listeners open later: a port taken meanwhile fails the run, it is only a bench)."""
+    rng = random.Random()
+    for _ in range(500):
+        base = rng.randrange(20000, 32000 - PORT_BLOCK)
+        try:
+            for port in (base, base + 1, *range(base + 2, base + 12), base + PORT_BLOCK - 1):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free block of ports below 32768")
 
 
 def filled_fetches(metrics_port: int) -> float:
@@ -180,13 +200,12 @@ def main() -> int:
         topic = f"bench-fetch-{os.getpid()}"
         count = fill_topic(upstream, topic, args.partitions, args.size, args.mb)
         targets: dict[str, tuple[str, int]] = {}
-        with socket.socket() as held:  # kept bound until the proxies' ports are picked
-            metrics_port = free_port()
-            held.bind(("127.0.0.1", metrics_port))
-            ports = [(free_port(), free_port() - 200)]
-            with socket.socket() as held2:
-                held2.bind(("127.0.0.1", ports[0][0]))
-                ports.append((free_port(), ports[0][1] - 300))
+        first, second = port_block(), port_block()
+        while abs(first - second) < PORT_BLOCK:
+            second = port_block()
+        # bootstrap port, broker port base (node N at base + N), metrics port
+        ports = [(first, first + 1), (second, second + 1)]
+        metrics_port = second + PORT_BLOCK - 1
         for (bport, base), (name, extra) in zip(ports, (("off", []), ("client_rack", [
                 "--client-rack", "bench-zone", "--metrics-port", str(metrics_port)])), strict=True):
             proc = stack.enter_context(process(
