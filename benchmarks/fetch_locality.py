@@ -38,14 +38,18 @@ from typing import Any
 from rackguard.proxy.tools.bench import cpu_seconds, free_port, process, producer, tansu_binary
 
 
-def fill_topic(bootstrap: str, topic: str, partitions: int, size: int, total_mb: int) -> int:
+def fill_topic(bootstrap: str, topic: str, partitions: int, size: int, total_mb: int,
+               batch_kb: int | None = None) -> int:
     """``total_mb`` of records in a new topic of one replica per partition (so a proxy's
     rack, which names no broker's, never redirects a fetch: only its cost is measured)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
-    p = producer(bootstrap, **{"queue.buffering.max.kbytes": 65536, "acks": "1"})
+    extra: dict[str, Any] = {"queue.buffering.max.kbytes": 65536, "acks": "1"}
+    if batch_kb is not None:  # a broker answers with whole batches: small ones, small fetches
+        extra["batch.size"] = batch_kb * 1024
+    p = producer(bootstrap, **extra)
     payload = b"x" * size
     count = total_mb * 1_000_000 // size
     for i in range(count):
@@ -179,6 +183,9 @@ def main() -> int:
     parser.add_argument("--fetch-seconds", type=float, default=2.0,
                         help="seconds per turn of the request-rate part (0: skip it)")
     parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--batch-kb", type=int, default=None,
+                        help="the producer's batch.size in KB (default librdkafka's, 1 MB): "
+                        "a fetch carries at least one whole batch")
     parser.add_argument("--bootstrap", metavar="HOST:PORT",
                         help="an existing cluster instead of a Tansu broker started here "
                         "(broker node ids below 200)")
@@ -198,7 +205,7 @@ def main() -> int:
                 "--storage-engine", "memory://tansu/"], logs / "tansu.log", port))
             upstream = f"127.0.0.1:{port}"
         topic = f"bench-fetch-{os.getpid()}"
-        count = fill_topic(upstream, topic, args.partitions, args.size, args.mb)
+        count = fill_topic(upstream, topic, args.partitions, args.size, args.mb, args.batch_kb)
         targets: dict[str, tuple[str, int]] = {}
         first, second = port_block(), port_block()
         while abs(first - second) < PORT_BLOCK:
