@@ -107,14 +107,16 @@ def port_block() -> int:
     raise RuntimeError("no free block of ports below 32768")
 
 
-def filled_fetches(metrics_port: int) -> float:
+def fetch_counts(metrics_port: int) -> tuple[float, float]:
+    """(Fetch requests seen, Fetch requests given client_rack) of one proxy."""
     from prometheus_client.parser import text_string_to_metric_families
 
     with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
         text = r.read().decode()
-    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
-               if s.name == "rackguard_rack_filled_requests_total"
-               and s.labels.get("api") == "Fetch")
+    samples = [s for f in text_string_to_metric_families(text) for s in f.samples
+               if s.labels.get("api") == "Fetch"]
+    return (sum(s.value for s in samples if s.name == "rackguard_requests_total"),
+            sum(s.value for s in samples if s.name == "rackguard_rack_filled_requests_total"))
 
 
 def fetch_frame(topic: str, partition: int, offset: int, corr: int) -> bytes:
@@ -183,6 +185,9 @@ def main() -> int:
     parser.add_argument("--fetch-seconds", type=float, default=2.0,
                         help="seconds per turn of the request-rate part (0: skip it)")
     parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--mode", choices=("fill", "observe"), default="fill",
+                        help="client_rack_mode of the second proxy (observe: only the "
+                        "response walk, no request changed)")
     parser.add_argument("--batch-kb", type=int, default=None,
                         help="the producer's batch.size in KB (default librdkafka's, 1 MB): "
                         "a fetch carries at least one whole batch")
@@ -212,9 +217,10 @@ def main() -> int:
             second = port_block()
         # bootstrap port, broker port base (node N at base + N), metrics port
         ports = [(first, first + 1), (second, second + 1)]
-        metrics_port = second + PORT_BLOCK - 1
+        metrics = {"off": first + PORT_BLOCK - 1, "client_rack": second + PORT_BLOCK - 1}
         for (bport, base), (name, extra) in zip(ports, (("off", []), ("client_rack", [
-                "--client-rack", "bench-zone", "--metrics-port", str(metrics_port)])), strict=True):
+                "--client-rack", "bench-zone", "--client-rack-mode", args.mode])), strict=True):
+            extra = [*extra, "--metrics-port", str(metrics[name])]
             proc = stack.enter_context(process(
                 [exe, "serve", "--upstream", upstream, "--bootstrap-port", str(bport),
                  "--broker-port-base", str(base), "--log-level", "WARNING", *extra],
@@ -245,7 +251,8 @@ def main() -> int:
                 bootstrap, pid = targets[name]
                 rates[name].append(request_rate(bootstrap, pid, frames,
                                                 args.fetch_seconds / 2, args.connections))
-        filled = filled_fetches(metrics_port)
+        seen_off, _ = fetch_counts(metrics["off"])
+        seen, filled = fetch_counts(metrics["client_rack"])
     mb_ratio = [b[0] / a[0] for a, b in zip(samples["off"], samples["client_rack"],
                                              strict=True)]
     cpu_ratio = [b[1] / a[1] for a, b in zip(samples["off"], samples["client_rack"],
@@ -254,7 +261,7 @@ def main() -> int:
         name: {"mb_s": statistics.median(s[0] for s in rows),
                "cpu_s_per_gb": statistics.median(s[1] for s in rows)}
         for name, rows in samples.items()}
-    summary["filled_fetch_requests"] = filled
+    summary["fetch_requests"] = {"off": seen_off, "client_rack": seen, "filled": filled}
     if rates["off"]:
         rate_ratio = [b[0] / a[0] for a, b in zip(rates["off"], rates["client_rack"],
                                                    strict=True)]
@@ -274,7 +281,8 @@ def main() -> int:
     c = summary["cpu_per_gb_ratio_q1_median_q3"]
     print(f"throughput client_rack/off: median {q[1]:.3f} (quartiles {q[0]:.3f}-{q[2]:.3f}); "
           f"CPU per GB: median {c[1]:.3f} (quartiles {c[0]:.3f}-{c[2]:.3f})")
-    print(f"Fetch requests given client_rack: {filled:.0f}")
+    print(f"Fetch requests: off {seen_off:.0f}, client_rack {seen:.0f} (given client_rack: "
+          f"{filled:.0f})")
     if rates["off"]:
         f = summary["fetches"]
         a, b = summary["fetch_rate_ratio_q1_median_q3"], summary["cpu_per_fetch_ratio_q1_median_q3"]
