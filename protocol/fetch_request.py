@@ -198,9 +198,64 @@ def _rack_field(rack: str, flexible: bool) -> bytes:
 def fill_fetch_rack(frame: Buffer, version: int, rack: str) -> bytes | None:
     """The request with ``rack`` as its rack_id when the client sent an empty one;
     None when the client named a rack of its own (forward its bytes unchanged)."""
-    start, payload, end = rack_span(frame, version, request_body_offset(frame, version))
+    span = _quick_rack_span(frame, version) if version >= FIRST_FLEXIBLE_VERSION else None
+    if span is None:
+        span = rack_span(frame, version, request_body_offset(frame, version))
+    start, payload, end = span
     if end != payload:
         return None
     field = _rack_field(rack, version >= FIRST_FLEXIBLE_VERSION)
     size = len(frame) - 4 - (end - start) + len(field)
     return b"".join((pack_int32(size), frame[4:start], field, frame[end:]))
+
+
+def _quick_rack_span(frame: Buffer, version: int) -> tuple[int, int, int] | None:
+    """:func:`rack_span` of a v12-v15 request in the shape consumers send (every length
+    one byte, no tagged fields, no forgotten topics), in one pass without calls; None for
+    anything else, which the general walk then reads (or rejects)."""
+    if version > MAX_FETCH_VERSION:
+        return None
+    try:
+        n = _I16(frame, 12)[0]
+        pos = 14 + n if n > 0 else 14
+        if frame[pos]:
+            return None  # header tagged fields
+        pos += 22 if version >= FIRST_NO_REPLICA_ID_VERSION else 26
+        fixed = _PARTITION_SIZES[version]
+        by_id = version >= FIRST_TOPIC_ID_VERSION
+        b = frame[pos]
+        if not 0 < b < 0x80:
+            return None
+        pos += 1
+        for _ in range(b - 1):
+            if by_id:
+                pos += 16
+            else:
+                b = frame[pos]
+                if not 0 < b < 0x80:
+                    return None
+                pos += b
+            b = frame[pos]
+            if not 0 < b < 0x80:
+                return None
+            pos += 1
+            for _ in range(b - 1):
+                pos += fixed
+                if frame[pos]:
+                    return None
+                pos += 1
+            if frame[pos]:
+                return None
+            pos += 1
+        if frame[pos] != 1:
+            return None  # forgotten topics (or a malformed count)
+        start = pos + 1
+        b = frame[start]
+        if not 0 < b < 0x80:
+            return None
+        end = start + b
+        if end + 1 != len(frame) or frame[end]:
+            return None  # top-level tagged fields, or bytes that do not belong
+        return start, start + 1, end
+    except (IndexError, struct.error):
+        return None

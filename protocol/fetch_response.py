@@ -54,12 +54,16 @@ _FIXED = {v: _fixed_before_aborted(v) for v in range(MAX_VERSION + 1)}
 
 def fetch_response_traffic(frame: Buffer, version: int) -> FetchTraffic:
     """Record bytes and redirected partitions of a Fetch response frame."""
-    pos = check_frame(frame, 1, version, MAX_VERSION)
     try:
-        if version >= 12:
-            total, redirects, pos = _walk_flexible(frame, pos + 10, version >= 13)
+        if (12 <= version <= MAX_VERSION and frame[8] == 0
+                and _I32(frame, 0)[0] == len(frame) - 4):  # the usual header: read in place
+            total, redirects, pos = _walk_flexible(frame, 19, version >= 13)
         else:
-            total, redirects, pos = _walk_classic(frame, pos, version)
+            pos = check_frame(frame, 1, version, MAX_VERSION)
+            if version >= 12:
+                total, redirects, pos = _walk_flexible(frame, pos + 10, version >= 13)
+            else:
+                total, redirects, pos = _walk_classic(frame, pos, version)
     except (IndexError, struct.error):
         raise ProtocolError("truncated Fetch response") from None
     if pos != len(frame):

@@ -34,20 +34,21 @@ RACK_VERSIONS = range(11, 16)
 TOPIC_ID = uuid.UUID(bytes=bytes(range(16)))
 
 
-def request(version: int, rack: str, partitions: int = 3, cluster_id: str | None = None
+def request(version: int, rack: str, partitions: int = 3, cluster_id: str | None = None,
+            forgotten: bool = True, names: tuple[str, ...] = ("orders", "é" * 70)
             ) -> FetchRequest:
     topics = [
         _T(topic=name, topic_id=TOPIC_ID, partitions=[
             _P(partition=i, current_leader_epoch=7, fetch_offset=1000 + i,
                last_fetched_epoch=6, log_start_offset=-1, partition_max_bytes=1 << 20)
             for i in range(partitions)])
-        for name in ("orders", "é" * 70)
+        for name in names
     ]
-    forgotten = [_F(topic="gone", topic_id=TOPIC_ID, partitions=[1, 2, 3])]
+    gone = [_F(topic="gone", topic_id=TOPIC_ID, partitions=[1, 2, 3])] if forgotten else []
     kwargs = {"cluster_id": cluster_id} if version >= 12 and cluster_id else {}
     req = FetchRequest(version=version, replica_id=-1, max_wait_ms=500, min_bytes=1,
                        max_bytes=50 << 20, isolation_level=1, session_id=12, session_epoch=3,
-                       topics=topics, forgotten_topics_data=forgotten, rack_id=rack, **kwargs)
+                       topics=topics, forgotten_topics_data=gone, rack_id=rack, **kwargs)
     req.with_header(correlation_id=41, client_id="consumer-1")
     return req
 
@@ -173,3 +174,29 @@ def test_malformed_responses_raise(version: int) -> None:
     small = response(version)[0][:4]  # the size prefix alone
     with pytest.raises(ProtocolError):
         fetch_response_traffic(small, version)
+
+
+@pytest.mark.parametrize("version", [12, 13, 14, 15])
+def test_the_quick_path_agrees_with_the_walk_or_steps_aside(version: int) -> None:
+    """Where the one-pass reader answers, it is the general walk's answer; on anything
+    unusual it answers None and the walk decides (so fuzzing compares both)."""
+    from rackguard.protocol.fetch_request import _quick_rack_span
+
+    frames = [encoded(request(version, rack, partitions, cluster, forgotten, names))
+              for rack in ("", "r", "x" * 200) for partitions in (0, 1, 3, 70)
+              for cluster in (None, "c") for forgotten in (False, True)
+              for names in (("orders",), ("orders", "é" * 70))]
+    rng = random.Random(version)
+    for data in list(frames):
+        for _ in range(60):
+            junk = bytearray(data)
+            junk[rng.randrange(12, len(junk))] = rng.choice((0, 1, 2, 0x7F, 0x80, 0xFF))
+            frames.append(bytes(junk))
+    answered = 0
+    for data in frames:
+        quick = _quick_rack_span(data, version)
+        if quick is None:
+            continue
+        answered += 1
+        assert quick == rack_span(data, version, request_body_offset(data, version))
+    assert answered >= 8  # the unfuzzed frames of the usual shape, at least
