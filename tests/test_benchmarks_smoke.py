@@ -38,3 +38,13 @@ def test_ledger_overhead_quick_run_prints_its_figures() -> None:
     assert result.returncode == 0, result.stderr
     assert "Python encoder" in result.stdout and "event loop" in result.stdout, result.stdout
     assert "process CPU incl. writer" in result.stdout, result.stdout
+
+
+def test_fetch_locality_quick_run_prints_its_figures() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "fetch_locality.py"), "--rounds", "1",
+         "--mb", "2", "--fetch-seconds", "0.4"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "throughput client_rack/off" in result.stdout, result.stdout
+    assert "small fetches" in result.stdout and "Fetch requests: off" in result.stdout
