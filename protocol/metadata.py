@@ -49,7 +49,6 @@ from rackguard.protocol._wire import (
     encode_address,
     finish_frame,
     guard,
-    int32_array_struct,
     string_span,
 )
 from rackguard.protocol.addresses import AddressMapper, BrokerAddress
@@ -262,7 +261,7 @@ ArrayCache = dict[bytes, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]
 
 
 def _array(k: int) -> struct.Struct:
-    return _SMALL_ARRAYS[k] if k < 128 else int32_array_struct(k)
+    return _SMALL_ARRAYS[k] if k < 128 else struct.Struct(f">{k}i")
 
 
 def _read_partitions_legacy(

@@ -115,6 +115,10 @@ class ClusterView:
     refreshed_at: float | None = None  # monotonic time of the last full refresh
     cluster_id: str | None = None
     # Memo of isr_racks per ISR; the view is immutable, so an answer never goes stale.
+    # Kept because it shows end to end: without it a partition's decision took 0.75
+    # instead of 0.33 us, the observe-mode Produce hook for 10 partitions 16.6 instead of
+    # 12.2 us, and the 1-partition request+response round trip 8.25 instead of 7.66 us
+    # (benchmarks/micro.py's pieces, min-of-25 timings, median of 3 runs, 2026-11-25).
     _rack_memo: dict[tuple[int, ...], tuple[str, ...]] = field(
         default_factory=dict, init=False, compare=False, repr=False)
 

@@ -166,7 +166,6 @@ def _decide(
     decisions: list[Decision] = []
     append = decisions.append
     make = Decision
-    new = tuple.__new__
     passed = Verdict.PASS
     isr_racks = view.isr_racks
     stale_verdict = Verdict.STALE_FAIL_OPEN if rule.fail_open else Verdict.METADATA_STALE
@@ -212,9 +211,7 @@ def _decide(
                     verdict = Verdict.NOT_ENOUGH_RACKS
                 else:
                     verdict = passed
-            # tuple.__new__ skips the named tuple's Python-level __new__ (same object)
-            append(new(make, (key, name, index, verdict, required, isr, racks, leader,
-                              min_isr, age)))
+            append(make(key, name, index, verdict, required, isr, racks, leader, min_isr, age))
     return decisions
 
 
