@@ -29,7 +29,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 I16 = struct.Struct(">h")
-I32 = struct.Struct(">i")
 _SIZE = struct.Struct(">i")
 
 
