@@ -68,13 +68,8 @@ class Reply:
     frame: bytes
 
 
-class NoReply:
-    """Send nothing anywhere (e.g. an acks=0 produce the proxy refused)."""
-
-
-NO_REPLY = NoReply()
-Action = Forward | Reply | NoReply
-_ACTIONS = (Forward, Reply, NoReply)  # checked before the slower inspect.isawaitable
+Action = Forward | Reply
+_ACTIONS = (Forward, Reply)  # checked before the slower inspect.isawaitable
 _FRAMES = (bytes, memoryview, bytearray)
 
 

@@ -68,12 +68,15 @@ async def test_acks0_produce_expects_no_response(make_proxy) -> None:  # type: i
 
 
 async def test_proxy_made_response_waits_behind_inflight(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    replied = asyncio.Event()
+
     async def slow(req: Received) -> list[bytes]:
-        await asyncio.sleep(0.3)
+        await replied.wait()  # the broker answers only once the proxy has its own reply
         return [echo_response(req.correlation_id, b"upstream")]
 
     def reject_all(client: ClientInfo, frame: memoryview, key: int, version: int,
                    corr: int) -> Reply:
+        replied.set()
         return Reply(echo_response(corr, b"local"))
 
     server, broker = await make_proxy(slow, produce_hook=reject_all)
@@ -212,15 +215,20 @@ async def test_metadata_is_rewritten_and_node_listener_opens(make_proxy, port_ba
 
 
 async def test_graceful_stop_lets_inflight_finish(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    arrived, release = asyncio.Event(), asyncio.Event()
+
     async def slow(req: Received) -> list[bytes]:
-        await asyncio.sleep(0.3)
+        arrived.set()
+        await release.wait()
         return [echo_response(req.correlation_id)]
 
     server, _ = await make_proxy(slow)
     client = await RawClient.connect(server.bootstrap_port)
     client.send(opaque_request(HEARTBEAT, 0, 5))
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(arrived.wait(), 10)  # in flight: at the broker, not answered
     stopping = asyncio.ensure_future(server.stop(timeout=5))
+    await asyncio.sleep(0)  # stop runs up to its wait for the in-flight request
+    release.set()
     assert corr_of(await client.recv()) == 5
     await stopping
     assert await client.closed()
@@ -295,7 +303,10 @@ async def test_requests_sent_just_before_the_client_leaves_still_arrive(make_pro
             break
         await asyncio.sleep(0.01)
     assert sorted(r.correlation_id for r in broker.received) == list(range(5))
-    await asyncio.sleep(0.05)
+    for _ in range(200):
+        if metric(server, "rackguard_connections_open", {"listener": "bootstrap"}) == 0:
+            break
+        await asyncio.sleep(0.01)
     assert metric(server, "rackguard_connections_open", {"listener": "bootstrap"}) == 0
 
 
