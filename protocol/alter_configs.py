@@ -19,10 +19,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rackguard.protocol._message import Reader, Writer, request_frame
+from rackguard.protocol._message import NO_TAGS, Reader, Writer, request_frame
 from rackguard.protocol._wire import check_frame, guard
 from rackguard.protocol.headers import RequestHeader, response_frame
-from rackguard.protocol.primitives import Buffer, ProtocolError
+from rackguard.protocol.primitives import (
+    Buffer,
+    ProtocolError,
+    encode_string,
+    pack_int16,
+    pack_int32,
+)
 
 ALTER_CONFIGS = 33
 INCREMENTAL_ALTER_CONFIGS = 44
@@ -118,6 +124,10 @@ def parse_alter_configs_request(frame: Buffer, header: RequestHeader) -> AlterCo
 def encode_alter_configs_request(frame: Buffer, header: RequestHeader,
                                  request: AlterConfigsRequest) -> bytes:
     """``request`` as a frame behind the header of ``frame`` (the client's, unchanged)."""
+    return request_frame(frame, header.body_offset, _request_body(request))
+
+
+def _request_body(request: AlterConfigsRequest) -> bytes:
     w = Writer(_check(request.api_key, request.version))
     incremental = request.api_key == INCREMENTAL_ALTER_CONFIGS
     w.array(len(request.resources))
@@ -134,7 +144,7 @@ def encode_alter_configs_request(frame: Buffer, header: RequestHeader,
         w.tags(res.tags)
     w.boolean(request.validate_only)
     w.tags(request.tags)
-    return request_frame(frame, header.body_offset, w.body())
+    return w.body()
 
 
 def encode_alter_configs_response_body(api_key: int, version: int,
@@ -206,3 +216,14 @@ def merge_alter_configs_responses(
         upstream.tags if upstream is not None else b"")
     return build_alter_configs_response(request.api_key, request.version, correlation_id,
                                         response)
+
+
+def build_alter_configs_request(request: AlterConfigsRequest, correlation_id: int,
+                                client_id: str | None) -> bytes:
+    """A complete request frame of the proxy's own (header v1, or v2 when flexible)."""
+    flexible = _check(request.api_key, request.version)
+    head = (pack_int16(request.api_key) + pack_int16(request.version)
+            + pack_int32(correlation_id) + encode_string(client_id, False)
+            + (NO_TAGS if flexible else b""))
+    body = head + _request_body(request)
+    return pack_int32(len(body)) + body

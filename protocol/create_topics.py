@@ -18,6 +18,7 @@ else for bad input, trailing bytes included. No I/O.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rackguard.protocol._message import Reader, Writer, request_frame
@@ -206,3 +207,21 @@ def encode_create_topics_response(version: int, correlation_id: int,
         w.tags(t.tags)
     w.tags(response.tags)
     return response_frame(correlation_id, API_KEY, version, w.body())
+
+
+def merge_create_topics_responses(request: CreateTopicsRequest, correlation_id: int,
+                                  upstream: CreateTopicsResponse | None,
+                                  local: Mapping[str, TopicResult]) -> bytes:
+    """One response frame answering every topic of ``request``, in request order: a
+    topic in ``local`` from there, every other from the broker's answer (a topic
+    neither answered is an internal error, ValueError)."""
+    theirs = {t.name: t for t in upstream.topics} if upstream is not None else {}
+    topics = []
+    for t in request.topics:
+        result = local.get(t.name) or theirs.get(t.name)
+        if result is None:
+            raise ValueError(f"no answer for topic {t.name!r}")
+        topics.append(result)
+    response = CreateTopicsResponse(upstream.throttle_time_ms if upstream else 0,
+                                    tuple(topics), upstream.tags if upstream else b"")
+    return encode_create_topics_response(request.version, correlation_id, response)

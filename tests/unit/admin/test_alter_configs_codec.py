@@ -32,6 +32,7 @@ from rackguard.protocol.alter_configs import (
     INCREMENTAL_ALTER_CONFIGS,
     AlterConfigsResponse,
     ResourceResult,
+    build_alter_configs_request,
     build_alter_configs_response,
     encode_alter_configs_request,
     merge_alter_configs_responses,
@@ -168,3 +169,10 @@ def test_malformed_input_raises_protocol_error(api_key: int, version: int) -> No
     check_corruptions(lambda d: parse_alter_configs_response(d, api_key, version), response)
     with pytest.raises(ProtocolError):
         parse_alter_configs_response(response, api_key, 9)
+
+
+@pytest.mark.parametrize(("api_key", "version"), CASES)
+def test_proxy_request_is_what_kafka_python_encodes(api_key: int, version: int) -> None:
+    frame = kafka_request(api_key, version, RESOURCES, True)
+    request = parse_alter_configs_request(frame, parse_request_header(frame))
+    assert build_alter_configs_request(request, 41, "admin-1") == frame

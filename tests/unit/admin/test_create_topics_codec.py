@@ -10,6 +10,7 @@ raise ProtocolError.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
 from typing import Any
 
@@ -19,8 +20,10 @@ from kafka.protocol.admin import CreateTopicsResponse as KResponse
 
 from rackguard.protocol.create_topics import (
     CreatedConfig,
+    TopicResult,
     encode_create_topics_request,
     encode_create_topics_response,
+    merge_create_topics_responses,
     parse_create_topics_request,
     parse_create_topics_response,
 )
@@ -33,7 +36,7 @@ _Assign = _Topic.CreatableReplicaAssignment
 _Cfg = _Topic.CreatableTopicConfig
 _Result = KResponse.CreatableTopicResult
 _RCfg = _Result.CreatableTopicConfigs
-TID = bytes(range(16))
+TID = uuid.UUID(bytes=bytes(range(16)))
 
 
 def kafka_request(version: int, with_racks: bool) -> bytes:
@@ -83,7 +86,7 @@ def kafka_response(version: int, extra: bool) -> bytes:
     response = KResponse(version=version, throttle_time_ms=3, topics=[
         _Result(name="orders", topic_id=TID, error_code=0, error_message=None,
                 num_partitions=3, replication_factor=3, configs=configs),
-        _Result(name="gone", topic_id=bytes(16), error_code=36, error_message="exists",
+        _Result(name="gone", topic_id=uuid.UUID(int=0), error_code=36, error_message="exists",
                 num_partitions=-1, replication_factor=-1, configs=None)])
     response.with_header(correlation_id=5)
     return bytes(response.encode(header=True, framed=True))
@@ -113,3 +116,22 @@ def test_response(version: int) -> None:
                 parse_create_topics_response(bytes(data), version)
             except ProtocolError:
                 pass
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_merge_in_request_order(version: int) -> None:
+    frame = kafka_request(version, True)
+    request = parse_create_topics_request(frame, parse_request_header(frame))
+    long_name = request.topics[1].name
+    upstream = parse_create_topics_response(kafka_response(version, False), version)
+    upstream = replace(upstream, topics=(replace(upstream.topics[0], name=long_name),))
+    local = {"orders": TopicResult("orders", 40, "min.insync.racks must be an integer")}
+    merged = parse_create_topics_response(
+        merge_create_topics_responses(request, 5, upstream, local), version)
+    assert [(t.name, t.error_code) for t in merged.topics] == [("orders", 40), (long_name, 0)]
+    alone = parse_create_topics_response(merge_create_topics_responses(
+        request, 5, None, {t.name: TopicResult(t.name, 40, "no") for t in request.topics}),
+        version)
+    assert [t.error_code for t in alone.topics] == [40, 40]
+    with pytest.raises(ValueError):
+        merge_create_topics_responses(request, 5, None, local)
