@@ -32,7 +32,6 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
 from rackguard.proxy.admin.state import (
     Change,
     DynamicConfigs,

@@ -11,7 +11,6 @@ record round-trips and a bad record raises RecordError.
 from __future__ import annotations
 
 import pytest
-
 from rackguard.protocol.describe_configs_rewrite import (
     DEFAULT_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,

@@ -26,7 +26,6 @@ from kafka.protocol.admin import (
 from kafka.protocol.admin import (
     IncrementalAlterConfigsResponse as KIncrementalResponse,
 )
-
 from rackguard.protocol.alter_configs import (
     ALTER_CONFIGS,
     INCREMENTAL_ALTER_CONFIGS,
@@ -41,7 +40,8 @@ from rackguard.protocol.alter_configs import (
 )
 from rackguard.protocol.headers import parse_request_header
 from rackguard.protocol.primitives import ProtocolError
-from tests.unit._codec_checks import check_corruptions, check_truncations
+
+from tests.unit.protocol._codec_checks import check_corruptions, check_truncations
 
 CASES = [(ALTER_CONFIGS, v) for v in range(3)] + [(INCREMENTAL_ALTER_CONFIGS, v)
                                                    for v in range(2)]

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from kafka.protocol.admin import DescribeConfigsRequest as KRequest
 from kafka.protocol.admin import DescribeConfigsResponse as KResponse
-
 from rackguard.protocol.describe_configs_rewrite import (
     DYNAMIC_TOPIC_CONFIG,
     ConfigEntry,

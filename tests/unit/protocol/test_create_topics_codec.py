@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest as KRequest
 from kafka.protocol.admin import CreateTopicsResponse as KResponse
-
 from rackguard.protocol.create_topics import (
     CreatedConfig,
     TopicResult,
