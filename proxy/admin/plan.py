@@ -128,14 +128,14 @@ def _decide(res: AlterResource, mine: list[AlterableConfig], target: Resource | 
     if not mine:  # AlterConfigs without the entry: the whole set is replaced
         if existing is None or ctx.refuse_changes is not None:
             return None, None
-        return Change(target, None), None
+        return Change(target, None, ctx.client), None
     if ctx.refuse_changes is not None:
         return Refused(ctx.refuse_changes)
     entry = mine[0]
     if entry.operation in (APPEND, SUBTRACT):
         return Refused(f"{NAME} is not a list: APPEND and SUBTRACT do not apply to it")
     if entry.operation == DELETE:
-        return Change(target, None), None
+        return Change(target, None, ctx.client), None
     if entry.operation != SET:
         return Refused(f"unknown config operation {entry.operation} for {NAME}",
                        INVALID_REQUEST)

@@ -73,6 +73,11 @@ class Change:
 
     resource: Resource
     value: StoredValue | None
+    deleted_by: str = ""  # who deleted it (a tombstone's ``client`` header)
+
+    @property
+    def client(self) -> str:
+        return self.value.client if self.value is not None else self.deleted_by
 
 
 def _empty() -> Mapping[str, StoredValue]:
@@ -106,8 +111,12 @@ def encode_record(change: Change) -> tuple[bytes, bytes | None]:
     return change.resource.key.encode(), None if change.value is None else change.value.encode()
 
 
-def decode_record(key: bytes | None, value: bytes | None) -> Change:
-    """The change a config topic record makes; raises RecordError for a bad record."""
+CLIENT_HEADER = "client"
+
+
+def decode_record(key: bytes | None, value: bytes | None, client: bytes = b"") -> Change:
+    """The change a config topic record makes (``client``: its ``client`` header, which
+    names who deleted for a tombstone); raises RecordError for a bad record."""
     if key is None:
         raise RecordError("record without a key")
     try:
@@ -115,7 +124,7 @@ def decode_record(key: bytes | None, value: bytes | None) -> Change:
     except UnicodeDecodeError as exc:
         raise RecordError("record key is not UTF-8") from exc
     if value is None:
-        return Change(resource, None)
+        return Change(resource, None, client.decode("utf-8", "replace"))
     try:
         data = json.loads(value)
         number, when, client = data["value"], data["when"], data["client"]

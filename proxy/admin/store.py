@@ -33,6 +33,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from rackguard.proxy.admin.state import (
+    CLIENT_HEADER,
     Change,
     DynamicConfigs,
     RecordError,
@@ -64,7 +65,7 @@ class ConfigTopicStore:
         self,
         settings: StoreSettings,
         broker_count: Callable[[], int],
-        on_change: Callable[[DynamicConfigs, Change], None],
+        on_change: Callable[[DynamicConfigs, DynamicConfigs, Change], None],
         on_read_failure: Callable[[], None],
     ) -> None:
         self.settings = settings
@@ -115,7 +116,9 @@ class ConfigTopicStore:
         try:
             async with asyncio.timeout(timeout * 3):
                 producer = await self._started_producer()
-                metadata = await producer.send_and_wait(self.settings.topic, value, key)
+                metadata = await producer.send_and_wait(
+                    self.settings.topic, value, key,
+                    headers=[(CLIENT_HEADER, change.client.encode())])
         except Exception as exc:  # noqa: BLE001 - every failure is the client's answer
             raise StoreError(f"rackguard could not store the value in "
                              f"{self.settings.topic}: {exc or type(exc).__name__}") from exc
@@ -151,7 +154,7 @@ class ConfigTopicStore:
             self.state = new
             return
         self.state = new
-        self._on_change(new, change)
+        self._on_change(old, new, change)
 
     async def _follow(self) -> None:
         backoff = self.settings.retry_backoff_s
@@ -227,7 +230,8 @@ class ConfigTopicStore:
 
     def _absorb(self, record: Any) -> None:
         try:
-            change = decode_record(record.key, record.value)
+            client = next((v for k, v in record.headers or () if k == CLIENT_HEADER), b"")
+            change = decode_record(record.key, record.value, client)
         except RecordError as exc:
             self._on_read_failure()
             log.warning("config topic %s offset %d skipped: %s", self.settings.topic,

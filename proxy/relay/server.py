@@ -94,8 +94,12 @@ class ProxyServer:
 
     def set_produce_hook(self, hook: RequestHook) -> None:
         """Install the Produce hook (before ``start``: connections keep the hooks they got)."""
+        self.set_request_hook(ApiKey.PRODUCE, hook)
+
+    def set_request_hook(self, api_key: int, hook: RequestHook) -> None:
+        """Install the hook of one API (before ``start``: connections keep their hooks)."""
         self._hooks = replace(
-            self._hooks, request_hooks={**self._hooks.request_hooks, ApiKey.PRODUCE: hook})
+            self._hooks, request_hooks={**self._hooks.request_hooks, api_key: hook})
 
     # ----- hooks
     def forward_produce(

@@ -63,7 +63,7 @@ def test_incremental_split() -> None:
     assert plan.probe == ((2, "only"), (4, ""))
     assert plan.changes == {
         (2, "only"): Change(Resource("only"), StoredValue(2, 100.0, "adm@1.2.3.4:5")),
-        (2, "mixed"): Change(Resource("mixed"), None),
+        (2, "mixed"): Change(Resource("mixed"), None, "adm@1.2.3.4:5"),
         (4, ""): Change(CLUSTER_DEFAULT, StoredValue(4, 100.0, "adm@1.2.3.4:5"))}
     codes = {k[1]: (r.error_code, r.error_message) for k, r in plan.local.items()}
     assert codes["only"] == (0, None) and codes["mixed"] == (0, None)
@@ -106,8 +106,8 @@ def test_alter_configs_replaces_the_whole_set() -> None:
         ("had", ["retention.ms"]), ("never", ["retention.ms"]), ("set", []), ("", []),
         ("2", ["log.cleaner.threads"])]
     assert plan.probe == ()  # the broker answers every resource of an AlterConfigs
-    assert plan.changes[(2, "had")] == Change(Resource("had"), None)
-    assert plan.changes[(4, "")] == Change(CLUSTER_DEFAULT, None)
+    assert plan.changes[(2, "had")] == Change(Resource("had"), None, "c")
+    assert plan.changes[(4, "")] == Change(CLUSTER_DEFAULT, None, "c")
     assert plan.changes[(2, "set")].value == StoredValue(3, 5.0, "c")
     assert (2, "never") not in plan.changes and (2, "never") not in plan.local
 

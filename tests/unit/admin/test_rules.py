@@ -120,8 +120,8 @@ def test_describe_sources() -> None:
 def test_records_round_trip() -> None:
     for change in (Change(Resource("t:1/x"), StoredValue(2, 1700000000.5, "adm@1.2.3.4:5")),
                    Change(CLUSTER_DEFAULT, StoredValue(1, 0.0, "")),
-                   Change(Resource("gone"), None)):
-        assert decode_record(*encode_record(change)) == change
+                   Change(Resource("gone"), None, "adm@h:1")):
+        assert decode_record(*encode_record(change), change.client.encode()) == change
     for key, value in ((None, b"{}"), (b"what", None), (b"topic:", None), (b"\xff", None),
                        (b"topic:a", b"not json"), (b"topic:a", b'{"value": 0, "when": 1, '
                                                                b'"client": ""}'),
