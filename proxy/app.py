@@ -196,9 +196,9 @@ class Rackguard:
                                        self.settings.observe):
                 log.warning("%s", warning)
             self._learn_addresses_from_view()
+        await self.admin.start(self._config_wait_s())
         await self.server.start()
         self.poller.start()
-        self.admin.start()
         if self.ledger is not None:
             self.ledger.start()
         if self.settings.metrics_port is not None:
@@ -208,6 +208,12 @@ class Rackguard:
             self._ops_http.start()
             log.info("metrics on http://%s:%d/metrics (also /healthz, /readyz)",
                      self.settings.advertised, self.metrics_port)
+
+    def _config_wait_s(self) -> float:
+        """How long start-up waits for the config topic before serving on static values:
+        two failed attempts, as a metadata poll may take."""
+        return 2 * (self.settings.admin_connect_timeout_ms
+                    + self.settings.admin_request_timeout_ms) / 1000
 
     def metrics_text(self) -> bytes:
         """The /metrics body: the registry's counters, then the rack coverage."""

@@ -47,6 +47,9 @@ class SimulatorConfig:
     # group.initial.rebalance.delay.ms; Kafka's default is 3000, tests want it short.
     group_initial_rebalance_delay_ms: int = 50
     control_port: int | None = None
+    # Client ids refused ALTER_CONFIGS (TOPIC_/CLUSTER_AUTHORIZATION_FAILED), as an ACL
+    # would; tests may change it while the cluster runs.
+    deny_alter_configs: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         ids = [b.node_id for b in self.brokers]

@@ -61,7 +61,8 @@ class AdminConfigs:
         if settings.config_topic:
             self.store = ConfigTopicStore(
                 StoreSettings(settings.config_topic, settings.upstream,
-                              settings.admin_request_timeout_ms / 1000,
+                              # aiokafka's fetches wait up to 100 ms: at least 1 s
+                              max(settings.admin_request_timeout_ms, 1000) / 1000,
                               settings.upstream_backoff_ms / 1000 or 0.1,
                               max(settings.upstream_backoff_max_ms / 1000, 0.1)),
                 lambda: len(self._view().brokers), self._changed, self.read_failures.inc)
@@ -80,9 +81,16 @@ class AdminConfigs:
         server.set_request_hook(INCREMENTAL_ALTER_CONFIGS, hooks.alter)
         server.set_request_hook(CREATE_TOPICS, hooks.create)
 
-    def start(self) -> None:
-        if self.store is not None:
-            self.store.start()
+    async def start(self, wait_s: float) -> None:
+        """Start following the config topic; wait up to ``wait_s`` for its end, so that a
+        restarted proxy serves with the values in force (else: static values meanwhile)."""
+        if self.store is None:
+            return
+        self.store.start()
+        if not await self.store.wait_caught_up(wait_s):
+            log.warning("config topic %s not read to its end within %.1f s: serving with the "
+                        "static min.insync.racks values until it is (/readyz: not ready)",
+                        self.store.settings.topic, wait_s)
 
     async def stop(self) -> None:
         if self.store is not None:
