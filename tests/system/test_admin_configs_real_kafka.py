@@ -50,10 +50,23 @@ def tool(rig: SystemRig, bootstrap: str, main: str, *args: str) -> str:
     return done.stdout
 
 
-def configs(rig: SystemRig, *args: str, bootstrap: str | None = None) -> str:
+def configs(rig: SystemRig, *args: str, bootstrap: str | None = None,
+            entity: str = "topics") -> str:
     assert rig.cluster is not None
     return tool(rig, bootstrap or rig.bootstrap, config_command(rig.cluster.kafka_version),
-                "--entity-type", "topics", *args)
+                "--entity-type", entity, *args)
+
+
+def refused(rig: SystemRig, *args: str) -> str:
+    """kafka-configs' output for a change that must fail."""
+    assert rig.cluster is not None
+    done = subprocess.run(
+        ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp",
+         kafka_dist.classpath(rig.cluster.kafka_version),
+         config_command(rig.cluster.kafka_version), "--bootstrap-server", rig.bootstrap,
+         *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0, done.stdout
+    return done.stdout + done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +148,54 @@ def test_kafka_configs_during_a_rack_outage(rig: SystemRig, zonal: str,
         rig.start_rack("rack-c")
     configs(rig, "--alter", "--entity-name", zonal, "--delete-config", R)
     assert f"{R}=" not in configs(rig, "--describe", "--entity-name", zonal)
+
+
+def test_cluster_default_and_bad_values(rig: SystemRig, zonal: str) -> None:
+    configs(rig, "--alter", "--entity-default", "--add-config", f"{R}=1", entity="brokers")
+    shown = configs(rig, "--describe", "--entity-default", entity="brokers")
+    assert f"{R}=1" in shown and "DYNAMIC_DEFAULT_BROKER_CONFIG" in shown, shown
+    configs(rig, "--alter", "--entity-default", "--delete-config", R, entity="brokers")
+    assert f"{R}=" not in configs(rig, "--describe", "--entity-default", entity="brokers")
+    out = refused(rig, "--entity-type", "topics", "--alter", "--entity-name", zonal,
+                  "--add-config", f"{R}=0")
+    assert "must be an integer >= 1" in out, out
+
+
+def config_topic_leader_rack(rig: SystemRig) -> str:
+    host, port = rig.host_port
+    with RawKafkaConnection(host, port, timeout=10.0, client_id="rg-system") as conn:
+        raw, _ = conn.request(MetadataRequest(version=5, topics=["__rackguard_configs"],
+                                              allow_auto_topic_creation=False),
+                              MetadataResponse, 5)
+    snap = read_metadata(struct.pack(">i", len(raw)) + raw, 5)
+    return BROKER_RACKS[snap.topics[0].partitions[0].leader]
+
+
+def test_a_change_while_the_config_topics_rack_hangs(rig: SystemRig, zonal: str,
+                                                    tmp_path: Path) -> None:
+    """A zone failure is usually a hang: the rack leading the config topic stops answering
+    (SIGSTOP, sockets open). Kafka moves the leadership; a change made meanwhile, retried as
+    an operator would, is stored and in force on the proxy within the retries."""
+    if rig.freeze_rack_fn is None:
+        pytest.skip("this rig cannot freeze a rack")
+    rack = config_topic_leader_rack(rig)
+    quick = tmp_path / "admin.properties"
+    quick.write_text("request.timeout.ms=5000\ndefault.api.timeout.ms=15000\n")
+    rig.freeze_rack(rack)
+    started = time.monotonic()
+    try:
+        while True:
+            try:
+                configs(rig, "--command-config", str(quick), "--alter", "--entity-name", zonal,
+                        "--add-config", f"{R}=1")
+                break
+            except AssertionError:
+                assert time.monotonic() - started < 90, "no change stored within 90 s"
+        took = time.monotonic() - started
+        shown = configs(rig, "--command-config", str(quick), "--describe", "--entity-name",
+                        zonal)
+        assert f"DYNAMIC_TOPIC_CONFIG:{R}=1" in shown, shown
+    finally:
+        rig.thaw_rack(rack)
+    print(f"stored {took:.1f} s after {rack} (the config topic's leader) froze")
+    configs(rig, "--alter", "--entity-name", zonal, "--delete-config", R)
