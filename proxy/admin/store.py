@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -67,11 +68,13 @@ class ConfigTopicStore:
         broker_count: Callable[[], int],
         on_change: Callable[[DynamicConfigs, DynamicConfigs, Change], None],
         on_read_failure: Callable[[], None],
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings
         self._broker_count = broker_count
         self._on_change = on_change
         self._on_read_failure = on_read_failure
+        self._wall = wall_clock
         self.state = DynamicConfigs()
         self.caught_up = False
         self.last_error: str | None = None
@@ -217,6 +220,7 @@ class ConfigTopicStore:
             else:
                 await consumer.seek_to_beginning(tp)
             end = (await consumer.end_offsets([tp]))[tp]
+            answered = self._wall()  # when the leader last answered a fetch
             while True:
                 batches = await consumer.getmany(tp, timeout_ms=500, max_records=1000)
                 for record in batches.get(tp, ()):
@@ -224,9 +228,27 @@ class ConfigTopicStore:
                     self._read_to = record.offset + 1
                 if not self.caught_up and await consumer.position(tp) >= end:
                     self._mark_caught_up()
-                self.last_error = None
+                polled = consumer.last_poll_timestamp(tp)
+                if polled is not None:
+                    answered = max(answered, polled / 1000)
+                self._check_fresh(self._wall() - answered)
         finally:
             await _quietly(consumer.stop())
+
+    def _check_fresh(self, silent_s: float) -> None:
+        """A fetch answers at least every 100 ms while the leader is reachable; silence
+        beyond a few request timeouts is a read failure (counted once, shown until it
+        ends). aiokafka keeps retrying and follows the leadership meanwhile."""
+        limit = max(3 * self.settings.request_timeout_s, 5.0)
+        if silent_s <= limit:
+            if self.last_error is not None:
+                log.info("config topic %s: reading again", self.settings.topic)
+            self.last_error = None
+        elif self.last_error is None:
+            self.last_error = f"no answer from its leader for {silent_s:.0f} s"
+            self._on_read_failure()
+            log.warning("config topic %s: %s; the last values stay in force",
+                        self.settings.topic, self.last_error)
 
     def _absorb(self, record: Any) -> None:
         try:
