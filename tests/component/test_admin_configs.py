@@ -94,6 +94,14 @@ def entry_of(frame: bytes, topic: str, version: int = 4) -> Any:
     return next((c for c in result.configs if c.name == R), None)
 
 
+def checked(app: Rackguard) -> float:
+    """rackguard_rack_checked_partitions as /metrics would show it now."""
+    for line in app.coverage.exposition().decode().splitlines():
+        if line.startswith("rackguard_rack_checked_partitions "):
+            return float(line.split()[1])
+    raise AssertionError("no rackguard_rack_checked_partitions")
+
+
 async def started(rig: Rig, **overrides: Any) -> Rackguard:
     app = rig.app(**{**ON, **overrides})
     await app.start()
@@ -110,6 +118,7 @@ async def test_kip_outage_item_end_to_end(rig: Rig) -> None:
     code, message = answers(await call(producer, produce("orders", [0], 1)))[0]
     assert code == 19 and (message or "").startswith("NOT_ENOUGH_RACKS")
 
+    assert checked(app) == 4.0  # orders (3 partitions) and the config topic (1)
     operator = await admin(rig)
     lowered = time.monotonic()
     got = await call(operator, incremental([(TOPIC, "orders", [(R, 0, "1")])]))
@@ -117,6 +126,7 @@ async def test_kip_outage_item_end_to_end(rig: Rig) -> None:
     assert answers(await call(producer, produce("orders", [0], 2)))[0] == (0, None)
     assert time.monotonic() - lowered < 2.0
     assert len(cluster.records("orders", 0)) == 1
+    assert checked(app) == 1.0  # the rack-coverage metrics follow at the next scrape
 
     got = await call(operator, incremental([(TOPIC, "orders", [(R, 0, "2")])], corr=2))
     assert alter_answers(got) == [(TOPIC, "orders", 0)]
@@ -248,3 +258,21 @@ async def test_bad_config_frames_close_the_one_connection(rig: Rig) -> None:
     assert alter_answers(got) == [(TOPIC, "orders", 0)]
     assert sample(app, "rackguard_bad_frames_total",
                   {"side": "client", "reason": "bad_request"}) == 3
+
+
+async def test_read_only_refuses_changes_and_still_shows_the_value(rig: Rig) -> None:
+    await rig.start_cluster()
+    writer = await started(rig)
+    operator = await admin(rig)
+    await call(operator, incremental([(TOPIC, "orders", [(R, 0, "1")])]))
+    rig.base += 100
+    reader = await started(rig, config_topic_read_only=True)
+    assert reader.enforcer.settings.rule.required_racks("orders") == 1  # still read
+    other = await admin(rig)
+    got = IncrementalAlterConfigsResponse.decode(await call(other, incremental(
+        [(TOPIC, "orders", [(R, 0, "3")])], corr=2)), version=1, header=True, framed=True)
+    assert got.responses[0].error_code == 40
+    assert "read-only" in (got.responses[0].error_message or "")
+    shown = entry_of(await call(other, describe(["orders"], corr=3)), "orders")
+    assert (shown.value, shown.read_only) == ("1", True)
+    assert writer.enforcer.settings.rule.required_racks("orders") == 1
