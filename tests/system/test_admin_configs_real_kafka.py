@@ -199,3 +199,16 @@ def test_a_change_while_the_config_topics_rack_hangs(rig: SystemRig, zonal: str,
         rig.thaw_rack(rack)
     print(f"stored {took:.1f} s after {rack} (the config topic's leader) froze")
     configs(rig, "--alter", "--entity-name", zonal, "--delete-config", R)
+
+
+def test_kafka_topics_create_with_the_config(rig: SystemRig) -> None:
+    name = f"rg-created-{uuid.uuid4().hex[:8]}"
+    out = tool(rig, rig.bootstrap, TOPIC_COMMAND, "--create", "--topic", name, "--partitions",
+               "1", "--replication-factor", "3", "--config", f"{R}=3",
+               "--config", "min.insync.replicas=2")
+    assert f"Created topic {name}." in out
+    try:
+        shown = configs(rig, "--describe", "--entity-name", name)
+        assert f"{R}=3" in shown and "min.insync.replicas=2" in shown, shown
+    finally:
+        tool(rig, rig.bootstrap, TOPIC_COMMAND, "--delete", "--topic", name)
