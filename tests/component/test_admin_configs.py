@@ -29,6 +29,7 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsResponse,
 )
 from rackguard.proxy.app import Rackguard
+from rackguard.proxy.settings import load_settings
 
 from tests.component.conftest import RawClient
 from tests.component.test_enforcement_app import Rig, answers, one_rack_isr, produce, sample
@@ -276,3 +277,15 @@ async def test_read_only_refuses_changes_and_still_shows_the_value(rig: Rig) -> 
     shown = entry_of(await call(other, describe(["orders"], corr=3)), "orders")
     assert (shown.value, shown.read_only) == ("1", True)
     assert writer.enforcer.settings.rule.required_racks("orders") == 1
+
+
+async def test_a_reload_keeps_the_dynamic_values(rig: Rig) -> None:
+    await rig.start_cluster()
+    app = await started(rig)
+    operator = await admin(rig)
+    await call(operator, incremental([(TOPIC, "orders", [(R, 0, "1")])]))
+    assert app.reload(load_settings({**app.settings.model_dump(), "min_insync_racks": 3}))
+    rule = app.enforcer.settings.rule
+    assert rule.required_racks("orders") == 1 and rule.required_racks("other") == 3
+    shown = entry_of(await call(operator, describe(["orders"], corr=2)), "orders")
+    assert [(s.value, s.source) for s in shown.synonyms] == [("1", 1), ("3", 4), ("1", 5)]
