@@ -88,6 +88,10 @@ class ConfigTopicStore:
 
     # ----- lifecycle
     def start(self) -> None:
+        # aiokafka logs every failed connection attempt at ERROR, again at each retry
+        # while a rack is out; this store reports what matters itself (a read failure,
+        # once per episode; a write that failed, in the client's answer and the log)
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
         self._task = asyncio.ensure_future(self._follow())
 
     async def wait_caught_up(self, timeout: float) -> bool:
