@@ -26,6 +26,9 @@ from rackguard.proxy.enforce.enforcement import EnforcementSettings, RackEnforce
 from rackguard.proxy.enforce.metrics import EnforcementMetrics
 from rackguard.proxy.enforce.policy import RackRule
 from rackguard.proxy.ledger.recorder import ledger_from_settings
+from rackguard.proxy.locality.hooks import RackHints
+from rackguard.proxy.locality.metrics import LocalityMetrics
+from rackguard.proxy.locality.source import RackSourceError, resolve_client_rack
 from rackguard.proxy.ops.health import Health, LoopProbe, readiness
 from rackguard.proxy.ops.http_endpoints import OpsHttpServer
 from rackguard.proxy.ops.kip_metrics import RackCoverageCollector
@@ -96,9 +99,12 @@ class Rackguard:
         settings: Settings,
         registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.monotonic,
+        rack_source: Callable[[Settings], str | None] = resolve_client_rack,
     ) -> None:
         self.settings = settings
         self.clock = clock
+        self._rack_source = rack_source
+        self.rack_hints: RackHints | None = None  # set at start when client_rack is
         self.metrics = ProxyMetrics(registry)
         registry = self.metrics.registry
         self.store = ClusterViewStore(clock, settings.broker_racks,
@@ -184,7 +190,25 @@ class Rackguard:
                     max(rule.all_values()))
 
     # ----- lifecycle
+    async def _install_rack_hints(self) -> None:
+        """Find client_rack (a file or command may be slow: off the loop) and, when there
+        is one, hook Fetch, JoinGroup and ConsumerGroupHeartbeat (docs/locality.md)."""
+        try:
+            rack = await asyncio.to_thread(self._rack_source, self.settings)
+        except RackSourceError as exc:
+            raise StartupError(str(exc)) from None
+        if rack is None:
+            return
+        mode = self.settings.client_rack_mode
+        self.rack_hints = RackHints(rack, mode == "fill", lambda: self.store.view,
+                                    LocalityMetrics(self.metrics.registry, rack, mode))
+        self.server.add_request_hooks(self.rack_hints.request_hooks())
+        log.info("client rack %r (%s): %s", rack, mode,
+                 "filled into Fetch, JoinGroup and ConsumerGroupHeartbeat requests that name "
+                 "none" if mode == "fill" else "fetch bytes counted by locality, nothing changed")
+
     async def start(self) -> None:
+        await self._install_rack_hints()
         try:
             await self.poller.poll_once()
         except PollError as exc:

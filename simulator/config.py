@@ -46,6 +46,10 @@ class SimulatorConfig:
     preferred_leader_election: bool = True
     # group.initial.rebalance.delay.ms; Kafka's default is 3000, tests want it short.
     group_initial_rebalance_delay_ms: int = 50
+    # replica.selector.class: "leader" (Kafka's default) or "rack_aware"
+    # (RackAwareReplicaSelector: a consumer naming its rack is sent to an in-sync replica
+    # in that rack, KIP-392). Followers serve consumer fetches (v11+) either way.
+    replica_selector: str = "leader"
     control_port: int | None = None
     # Client ids refused ALTER_CONFIGS (TOPIC_/CLUSTER_AUTHORIZATION_FAILED), as an ACL
     # would; tests may change it while the cluster runs.
@@ -57,6 +61,9 @@ class SimulatorConfig:
             raise ValueError("a simulated cluster needs at least one broker")
         if len(set(ids)) != len(ids):
             raise ValueError(f"duplicate broker node ids: {ids}")
+        if self.replica_selector not in ("leader", "rack_aware"):
+            raise ValueError(f"replica_selector: leader or rack_aware, not "
+                             f"{self.replica_selector!r}")
         if self.default_min_insync_replicas < 1:
             raise ValueError("default_min_insync_replicas must be >= 1")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from rackguard.protocol.api_versions import MAX_VERSION as API_VERSIONS_MAX
@@ -100,6 +100,17 @@ class ProxyServer:
         """Install the hook of one API (before ``start``: connections keep their hooks)."""
         self._hooks = replace(
             self._hooks, request_hooks={**self._hooks.request_hooks, api_key: hook})
+
+    def add_request_hooks(self, hooks: Mapping[int, RequestHook]) -> None:
+        """Install request hooks of further concerns (before ``start``) for APIs no hook
+        claims yet; claiming one twice is a programming error. A hook's ``Forward`` names
+        the response transform of its request: the response rewriter this server keeps
+        for that API (if any) then runs only if the hook names it."""
+        taken = set(hooks) & set(self._hooks.request_hooks)
+        if taken:
+            raise ValueError(f"request hooks for api keys {sorted(taken)} are installed")
+        self._hooks = replace(
+            self._hooks, request_hooks={**self._hooks.request_hooks, **hooks})
 
     # ----- hooks
     def forward_produce(

@@ -6,6 +6,11 @@
 //   admin    bootstrap= [topic=] [create=1] [partitions=]  describe cluster, list topics
 //   configs  bootstrap= topic= value= lowered=   createTopics with min.insync.racks=value,
 //            describeConfigs, incrementalAlterConfigs to lowered, describeConfigs again
+//   member   bootstrap= topic= group= seconds= [rack=] [client_id=] [group_protocol=]
+//            [assignor=range|cooperative-sticky]
+//            a group member for the given time (client.rack = rack when given;
+//            group_protocol=consumer: KIP-848's ConsumerGroupHeartbeat, default classic);
+//            prints the partitions assigned to it at the end
 //   stream   bootstrap= topic= seconds= acked=FILE [rate=] [prefix=]
 //            idempotent, acks=all, for the given time at about rate records/s; each
 //            acknowledged record's "value partition offset" is appended to FILE
@@ -82,6 +87,7 @@ public class RackguardClient {
             case "admin": admin(); break;
             case "stream": stream(); break;
             case "configs": configs(); break;
+            case "member": member(); break;
             default: throw new IllegalArgumentException("mode " + mode);
         }
     }
@@ -257,6 +263,41 @@ public class RackguardClient {
             for (OffsetAndMetadata om : committed.values()) if (om != null) total += om.offset();
             emit("{\"mode\":\"consume\",\"consumed\":" + count + ",\"first\":" + q(firstValue)
                 + ",\"committed_total\":" + total + ",\"assigned\":" + parts.size() + "}");
+        } finally {
+            consumer.close(Duration.ofSeconds(5));
+        }
+    }
+
+    static void member() throws Exception {
+        Properties p = base();
+        p.put("client.id", opt("client_id", "rackguard-java"));
+        p.put("group.id", opt("group", null));
+        p.put("client.rack", opt("rack", ""));
+        p.put("auto.offset.reset", "earliest");
+        p.put("enable.auto.commit", "false");
+        p.put("max.poll.interval.ms", "10000");
+        String protocol = opt("group_protocol", "classic");
+        p.put("group.protocol", protocol);
+        if (protocol.equals("classic")) {  // the broker's settings in a KIP-848 group
+            p.put("session.timeout.ms", "6000");
+            p.put("heartbeat.interval.ms", "500");
+            p.put("partition.assignment.strategy",
+                "cooperative-sticky".equals(opt("assignor", "range"))
+                    ? CooperativeStickyAssignor.class.getName()
+                    : RangeAssignor.class.getName());
+        }
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        long deadline = System.nanoTime()
+            + TimeUnit.SECONDS.toNanos(Long.parseLong(opt("seconds", "10")));
+        KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p);
+        try {
+            consumer.subscribe(Collections.singletonList(opt("topic", null)));
+            while (System.nanoTime() < deadline) consumer.poll(Duration.ofMillis(100));
+            List<Integer> parts = new ArrayList<>();
+            for (TopicPartition tp : consumer.assignment()) parts.add(tp.partition());
+            Collections.sort(parts);
+            emit("{\"mode\":\"member\",\"partitions\":" + parts + "}");
         } finally {
             consumer.close(Duration.ofSeconds(5));
         }
