@@ -76,10 +76,12 @@ class AdminConfigs:
     def install(self, server: ProxyServer) -> None:
         """Install the config API hooks (before the server starts)."""
         hooks = self.interceptor
-        server.set_request_hook(ApiKey.DESCRIBE_CONFIGS, hooks.describe)
-        server.set_request_hook(ALTER_CONFIGS, hooks.alter)
-        server.set_request_hook(INCREMENTAL_ALTER_CONFIGS, hooks.alter)
-        server.set_request_hook(CREATE_TOPICS, hooks.create)
+        server.add_request_hooks({
+            ApiKey.DESCRIBE_CONFIGS: hooks.describe,
+            ALTER_CONFIGS: hooks.alter,
+            INCREMENTAL_ALTER_CONFIGS: hooks.alter,
+            CREATE_TOPICS: hooks.create,
+        })
 
     async def start(self, wait_s: float) -> None:
         """Start following the config topic; wait up to ``wait_s`` for its end, so that a

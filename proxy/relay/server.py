@@ -94,12 +94,8 @@ class ProxyServer:
 
     def set_produce_hook(self, hook: RequestHook) -> None:
         """Install the Produce hook (before ``start``: connections keep the hooks they got)."""
-        self.set_request_hook(ApiKey.PRODUCE, hook)
-
-    def set_request_hook(self, api_key: int, hook: RequestHook) -> None:
-        """Install the hook of one API (before ``start``: connections keep their hooks)."""
         self._hooks = replace(
-            self._hooks, request_hooks={**self._hooks.request_hooks, api_key: hook})
+            self._hooks, request_hooks={**self._hooks.request_hooks, ApiKey.PRODUCE: hook})
 
     def add_request_hooks(self, hooks: Mapping[int, RequestHook]) -> None:
         """Install request hooks of further concerns (before ``start``) for APIs no hook
