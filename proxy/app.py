@@ -13,9 +13,12 @@ import logging
 import signal
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from rackguard.protocol.addresses import BrokerAddress
+from rackguard.proxy.admin.rules import StaticValues
+from rackguard.proxy.admin.service import AdminConfigs
 from rackguard.proxy.cluster.poller import MetadataPoller, PollError
 from rackguard.proxy.cluster.upstream_health import UpstreamHealth
 from rackguard.proxy.cluster.view import ClusterView, ClusterViewStore
@@ -141,6 +144,13 @@ class Rackguard:
             self.ledger,
         )
         self.server.set_produce_hook(self.enforcer)
+        # min.insync.racks set through the Admin API (the config topic): the enforcer's
+        # rule is the static one (file/flags) with the dynamic values over it.
+        self._static = StaticValues(self.enforcer.settings.rule,
+                                    "min_insync_racks" in settings.model_fields_set)
+        self.admin = AdminConfigs(settings, registry, lambda: self.store.view,
+                                  lambda: self._static, self._apply_dynamic)
+        self.admin.install(self.server)
         # Rendered by /metrics after the registry, not registered in it: its own text
         # writer is ~20x faster than prometheus_client's for 100,000s of series.
         self.coverage = RackCoverageCollector(
@@ -149,6 +159,11 @@ class Rackguard:
         self._ops_http: OpsHttpServer | None = None
         self._background: set[asyncio.Task[None]] = set()
         self.store.subscribe(self._on_view_change)
+
+    def _apply_dynamic(self) -> None:
+        """A dynamic value changed: the enforcer's settings are replaced with the new rule."""
+        rule = self.admin.effective(self._static.rule)
+        self.enforcer.replace_settings(replace(self.enforcer.settings, rule=rule))
 
     def _report_upstream_health(self, health: UpstreamHealth) -> None:
         self.poll_duration.set(self.poller.last_poll_s)
@@ -205,6 +220,7 @@ class Rackguard:
                                        self.settings.observe):
                 log.warning("%s", warning)
             self._learn_addresses_from_view()
+        await self.admin.start(self._config_wait_s())
         await self.server.start()
         self.poller.start()
         if self.ledger is not None:
@@ -217,14 +233,22 @@ class Rackguard:
             log.info("metrics on http://%s:%d/metrics (also /healthz, /readyz)",
                      self.settings.advertised, self.metrics_port)
 
+    def _config_wait_s(self) -> float:
+        """How long start-up waits for the config topic before serving on static values:
+        two failed attempts, as a metadata poll may take."""
+        return 2 * (self.settings.admin_connect_timeout_ms
+                    + self.settings.admin_request_timeout_ms) / 1000
+
     def metrics_text(self) -> bytes:
         """The /metrics body: the registry's counters, then the rack coverage."""
         return generate_latest(self.metrics.registry) + self.coverage.exposition()
 
     def readiness(self) -> Health:
-        """Ready: the last metadata poll succeeded and the view is young enough."""
-        return readiness(self.store.view, self.poller.last_error, self.clock(),
-                         self.enforcer.settings.rule.max_metadata_age_s)
+        """Ready: the last metadata poll succeeded, the view is young enough and the config
+        topic has been read to its end once."""
+        return self.admin.health(readiness(self.store.view, self.poller.last_error,
+                                           self.clock(),
+                                           self.enforcer.settings.rule.max_metadata_age_s))
 
     @property
     def metrics_port(self) -> int | None:
@@ -249,6 +273,7 @@ class Rackguard:
             log.error("opening broker listeners failed: %s", task.exception())
 
     async def stop(self) -> None:
+        await self.admin.stop()
         await self.poller.stop()
         await self.server.stop()
         if self.ledger is not None:
@@ -275,7 +300,9 @@ class Rackguard:
         if ignored:
             log.warning("reload: %s change(s) need a restart and were not applied",
                         ", ".join(ignored))
-        self.enforcer.replace_settings(candidate)
+        self._static = StaticValues(candidate.rule, "min_insync_racks" in new.model_fields_set)
+        self.enforcer.replace_settings(
+            replace(candidate, rule=self.admin.effective(candidate.rule)))
         logging.getLogger("rackguard").setLevel(new.log_level)
         log.info("reload applied: min.insync.racks=%d, overrides %s, prefixes %s, "
                  "error_mode=%s, observe=%s", new.min_insync_racks,

@@ -191,6 +191,18 @@ class Settings(BaseSettings):
         ge=1_000,
         description="Interval of the proxy's DescribeConfigs read of min.insync.replicas",
     )
+    config_topic: str = Field(
+        default="__rackguard_configs",
+        max_length=249,
+        pattern=r"^[A-Za-z0-9._-]*$",
+        description="Compacted topic holding min.insync.racks values set through the Admin "
+        "API, shared by every rackguard (empty: no such topic, Admin-API changes refused)",
+    )
+    config_topic_read_only: bool = Field(
+        default=False,
+        description="Refuse min.insync.racks changes through the Admin API (the config topic "
+        "is still read; DescribeConfigs shows the value)",
+    )
     broker_racks: Annotated[dict[int, str], NoDecode] = Field(
         default_factory=dict,
         description="Operator-supplied racks for brokers that report none, ID=RACK[,...]",

@@ -51,6 +51,9 @@ class SimulatorConfig:
     # in that rack, KIP-392). Followers serve consumer fetches (v11+) either way.
     replica_selector: str = "leader"
     control_port: int | None = None
+    # Client ids refused ALTER_CONFIGS (TOPIC_/CLUSTER_AUTHORIZATION_FAILED), as an ACL
+    # would; tests may change it while the cluster runs.
+    deny_alter_configs: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         ids = [b.node_id for b in self.brokers]

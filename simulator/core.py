@@ -47,8 +47,11 @@ class SimCore:
         if self._appended is None:
             self._appended = asyncio.Event()
         event = self._appended
+        # asyncio.timeout, not wait_for: 3.11's wait_for can lose a cancel that arrives as
+        # the event is set, and a broker being stopped then waits forever for this task
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await event.wait()
 
     def auto_create(self, name: str) -> Topic | None:
         """Create `name` with the default layout if auto-creation is on."""

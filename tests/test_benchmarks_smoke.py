@@ -40,6 +40,14 @@ def test_ledger_overhead_quick_run_prints_its_figures() -> None:
     assert "process CPU incl. writer" in result.stdout, result.stdout
 
 
+def test_config_propagation_quick_run_prints_its_figures() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "config_propagation.py"), "--changes", "5"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "in force on the other: p50" in result.stdout, result.stdout
+
+
 def test_fetch_locality_quick_run_prints_its_figures() -> None:
     result = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "fetch_locality.py"), "--rounds", "1",

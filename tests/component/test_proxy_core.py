@@ -331,3 +331,28 @@ async def test_version_above_what_the_proxy_reads_is_refused(make_proxy) -> None
     assert broker.received == []
     assert metric(server, "rackguard_bad_frames_total",
                   {"side": "client", "reason": "unsupported_version"}) == 4
+
+
+async def test_a_hook_asks_the_broker_on_the_clients_connection(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    async def slow(req: Received) -> list[bytes]:
+        if req.correlation_id == 20:
+            await asyncio.sleep(0.2)  # answered after the proxy's own request was sent
+        return [echo_response(req.correlation_id, b"up-%d" % req.correlation_id)]
+
+    async def ask_first(client: ClientInfo, frame: memoryview, key: int, version: int,
+                        corr: int) -> Reply:
+        answer = await client.ask(lambda own: opaque_request(HEARTBEAT, 0, own), HEARTBEAT, 0)
+        return Reply(echo_response(corr, b"local after " + answer[8:]))
+
+    server, broker = await make_proxy(slow, produce_hook=ask_first)
+    client = await RawClient.connect(server.bootstrap_port)
+    client.send(opaque_request(HEARTBEAT, 0, 20))
+    client.send(produce_frame(21, acks=-1))
+    client.send(opaque_request(HEARTBEAT, 0, 22))
+    answers = [await client.recv() for _ in range(3)]
+    assert [corr_of(a) for a in answers] == [20, 21, 22]
+    assert answers[1][8:] == b"local after up--1"  # the broker's answer to the proxy
+    # upstream saw the client's first request, the proxy's own, then the client's third,
+    # on the one connection: the held request went after the hook's decision
+    assert [r.correlation_id for r in broker.received] == [20, -1, 22]
+    assert len({r.conn for r in broker.received}) == 1

@@ -4,6 +4,8 @@
 //   produce  bootstrap= topic= n= [partitions=]        idempotent, acks=all
 //   consume  bootstrap= topic= group= n= [timeout_ms=]  group consumer, commitSync
 //   admin    bootstrap= [topic=] [create=1] [partitions=]  describe cluster, list topics
+//   configs  bootstrap= topic= value= lowered=   createTopics with min.insync.racks=value,
+//            describeConfigs, incrementalAlterConfigs to lowered, describeConfigs again
 //   member   bootstrap= topic= group= seconds= [rack=] [client_id=] [group_protocol=]
 //            [assignor=range|cooperative-sticky]
 //            a group member for the given time (client.rack = rack when given;
@@ -27,6 +29,7 @@ import org.apache.kafka.clients.admin.*;
 import org.apache.kafka.clients.consumer.*;
 import org.apache.kafka.clients.producer.*;
 import org.apache.kafka.common.*;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.*;
 
 public class RackguardClient {
@@ -83,8 +86,46 @@ public class RackguardClient {
             case "consume": consume(); break;
             case "admin": admin(); break;
             case "stream": stream(); break;
+            case "configs": configs(); break;
             case "member": member(); break;
             default: throw new IllegalArgumentException("mode " + mode);
+        }
+    }
+
+    static String described(Admin admin, ConfigResource resource) throws Exception {
+        Config config = admin.describeConfigs(List.of(resource),
+            new DescribeConfigsOptions().includeSynonyms(true)).all().get().get(resource);
+        ConfigEntry e = config.get("min.insync.racks");
+        if (e == null) return "null";
+        return "{\"value\":" + q(e.value()) + ",\"source\":" + q(e.source().name())
+            + ",\"synonyms\":" + e.synonyms().size() + "}";
+    }
+
+    // min.insync.racks through the Java AdminClient: create, describe, alter, describe
+    static void configs() throws Exception {
+        String topic = opt("topic", null);
+        try (Admin admin = Admin.create(base())) {
+            NewTopic nt = new NewTopic(topic, 1, (short) 3)
+                .configs(Map.of("min.insync.racks", opt("value", null)));
+            admin.createTopics(List.of(nt)).all().get();
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+            String created = described(admin, resource);
+            admin.incrementalAlterConfigs(Map.of(resource, List.of(new AlterConfigOp(
+                new ConfigEntry("min.insync.racks", opt("lowered", null)),
+                AlterConfigOp.OpType.SET)))).all().get();
+            String altered = described(admin, resource);
+            String refused;
+            try {
+                admin.incrementalAlterConfigs(Map.of(resource, List.of(new AlterConfigOp(
+                    new ConfigEntry("min.insync.racks", "zero"), AlterConfigOp.OpType.SET))))
+                    .all().get();
+                refused = "null";
+            } catch (java.util.concurrent.ExecutionException e) {
+                refused = q(e.getCause().getClass().getSimpleName() + ": "
+                    + e.getCause().getMessage());
+            }
+            emit("{\"mode\":\"configs\",\"created\":" + created + ",\"altered\":" + altered
+                + ",\"refused\":" + refused + "}");
         }
     }
 
