@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from config.settings import Settings
-from proxy.cli import SERVE_FLAGS
+from rackguard.proxy.cli import SERVE_FLAGS
+from rackguard.proxy.settings import Settings
 
 README = (Path(__file__).resolve().parents[2] / "docs" / "settings.md").read_text()
 
