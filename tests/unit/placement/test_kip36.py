@@ -16,7 +16,6 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from rackguard.proxy.placement.kip36 import PlacementError, assign, rack_alternated
 
 # AdminRackAwareTest.testGetRackAlternatedBrokerListAndAssignReplicasToBrokers

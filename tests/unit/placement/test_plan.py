@@ -8,7 +8,6 @@ import random
 from collections import Counter
 
 import pytest
-
 from rackguard.proxy.placement.kip36 import PlacementError
 from rackguard.proxy.placement.model import PartitionReplicas as P
 from rackguard.proxy.placement.model import replica_racks
