@@ -27,6 +27,7 @@ from rackguard.proxy.ops.health import Health, LoopProbe, readiness
 from rackguard.proxy.ops.http_endpoints import OpsHttpServer
 from rackguard.proxy.ops.kip_metrics import RackCoverageCollector
 from rackguard.proxy.ops.metrics import ProxyMetrics
+from rackguard.proxy.placement.metrics import PlacementCollector
 from rackguard.proxy.relay.server import ProxyServer
 from rackguard.proxy.settings import Settings, SettingsError
 
@@ -140,6 +141,8 @@ class Rackguard:
         self.coverage = RackCoverageCollector(
             lambda: self.store.view, lambda: self.enforcer.settings.rule, clock,
             settings.metrics_partition_series)
+        self.placement = PlacementCollector(
+            lambda: self.store.view, lambda: self.enforcer.settings.rule)
         self._ops_http: OpsHttpServer | None = None
         self._background: set[asyncio.Task[None]] = set()
         self.store.subscribe(self._on_view_change)
@@ -194,8 +197,9 @@ class Rackguard:
                      self.settings.advertised, self.metrics_port)
 
     def metrics_text(self) -> bytes:
-        """The /metrics body: the registry's counters, then the rack coverage."""
-        return generate_latest(self.metrics.registry) + self.coverage.exposition()
+        """The /metrics body: the registry's counters, then rack coverage and placement."""
+        return (generate_latest(self.metrics.registry) + self.coverage.exposition()
+                + self.placement.exposition())
 
     def readiness(self) -> Health:
         """Ready: the last metadata poll succeeded and the view is young enough."""
