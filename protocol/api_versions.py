@@ -24,6 +24,8 @@ Why each entry of :data:`PROXY_VERSION_CAPS`:
   the versions whose layout is known.
 * DescribeCluster (60) <= 2: broker addresses are rewritten; v0-v2 known.
 * ApiVersions (18) <= 4: this module's own range.
+* CreateTopics (19) <= 7 and CreatePartitions (37) <= 3: the placement guard
+  reads their explicit replica assignments; these are the versions it knows.
 * Fetch (1) <= 15: v16+ responses carry NodeEndpoints (leader addresses for
   leader changes) that would have to be rewritten; capping to 15 means the
   proxy never has to parse large fetch responses. librdkafka needs Fetch >= 4
@@ -70,6 +72,8 @@ PROXY_VERSION_CAPS: Mapping[int, int] = MappingProxyType(
         3: 13,  # Metadata
         10: 6,  # FindCoordinator
         18: 4,  # ApiVersions
+        19: 7,  # CreateTopics: the placement guard reads v0-v7
+        37: 3,  # CreatePartitions: the placement guard reads v0-v3
         55: 1,  # DescribeQuorum: v2+ responses carry node endpoints
         60: 2,  # DescribeCluster
         78: -1,  # ShareFetch: removed (NodeEndpoints not rewritten)

@@ -27,6 +27,12 @@ from rackguard.proxy.ops.health import Health, LoopProbe, readiness
 from rackguard.proxy.ops.http_endpoints import OpsHttpServer
 from rackguard.proxy.ops.kip_metrics import RackCoverageCollector
 from rackguard.proxy.ops.metrics import ProxyMetrics
+from rackguard.proxy.placement.creation_hook import (
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    CreationGuard,
+    GuardSettings,
+)
 from rackguard.proxy.placement.metrics import PlacementCollector
 from rackguard.proxy.relay.server import ProxyServer
 from rackguard.proxy.settings import Settings, SettingsError
@@ -143,9 +149,22 @@ class Rackguard:
             settings.metrics_partition_series)
         self.placement = PlacementCollector(
             lambda: self.store.view, lambda: self.enforcer.settings.rule)
+        guarded = Counter(
+            "rackguard_placement_guard_topics",
+            "Topics with explicit replica assignments checked against min.insync.racks by "
+            "the creation guard, by API and decision (refused, observed_refusal, passed)",
+            ["api", "decision"], registry=registry)
+        guard = CreationGuard(lambda: self.store.view, self._guard_settings,
+                              lambda api, decision: guarded.labels(api, decision).inc())
+        self.server.set_request_hook(CREATE_TOPICS, guard)
+        self.server.set_request_hook(CREATE_PARTITIONS, guard)
         self._ops_http: OpsHttpServer | None = None
         self._background: set[asyncio.Task[None]] = set()
         self.store.subscribe(self._on_view_change)
+
+    def _guard_settings(self) -> GuardSettings:
+        settings = self.enforcer.settings
+        return GuardSettings(settings.rule.required_racks, settings.observe)
 
     def _report_upstream_health(self, health: UpstreamHealth) -> None:
         self.poll_duration.set(self.poller.last_poll_s)

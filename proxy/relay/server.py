@@ -97,6 +97,11 @@ class ProxyServer:
         self._hooks = replace(
             self._hooks, request_hooks={**self._hooks.request_hooks, ApiKey.PRODUCE: hook})
 
+    def set_request_hook(self, api_key: int, hook: RequestHook) -> None:
+        """Install the hook of another API (before ``start``, as ``set_produce_hook``)."""
+        self._hooks = replace(
+            self._hooks, request_hooks={**self._hooks.request_hooks, api_key: hook})
+
     # ----- hooks
     def forward_produce(
         self, client: ClientInfo, frame: memoryview, api_key: int, api_version: int, corr: int
