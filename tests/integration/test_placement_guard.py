@@ -27,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rackguard.simulator.threaded import ThreadedCluster
 
 from . import kip_support as ks
+from .harness.java import JavaClient
 from .harness.ports import free_port
 
 pytestmark = pytest.mark.integration
@@ -105,6 +106,28 @@ def test_confluent_kafka_create_topics_refused_per_topic(
     assert "min.insync.racks 2" in error.str()
     assert "ck-good" in cluster.cluster.core.state.topics
     assert "ck-bad" not in cluster.cluster.core.state.topics
+
+
+def test_java_admin_client_create_topics_and_partitions(
+    rig: tuple[ThreadedCluster, ks.KipProxy, int], java_client: JavaClient,
+) -> None:
+    cluster, proxy, _ = rig
+    topics = cluster.cluster.core.state.topics
+    run = java_client.run
+    refused = run("create-assigned", bootstrap=proxy.bootstrap, topic="jv-bad",
+                  assignment="1,4;2,3", validate=1).result
+    assert refused is not None and refused["error"] == "InvalidReplicaAssignmentException"
+    assert "partition 0 replicas [1, 4] span 1 rack(s) (rack-a)" in refused["message"]
+    validated = run("create-assigned", bootstrap=proxy.bootstrap, topic="jv-good",
+                    assignment="1,2;2,3", validate=1).result
+    assert validated is not None and validated["error"] is None and "jv-good" not in topics
+    created = run("create-assigned", bootstrap=proxy.bootstrap, topic="jv-good",
+                  assignment="1,2;2,3").result
+    assert created is not None and created["error"] is None and "jv-good" in topics
+    grown = run("create-assigned", bootstrap=proxy.bootstrap, topic="jv-good",
+                kind="partitions", count=3, assignment="3,6").result
+    assert grown is not None and grown["error"] == "InvalidReplicaAssignmentException"
+    assert len(topics["jv-good"].partitions) == 2
 
 
 def _placement(*args: str) -> subprocess.CompletedProcess[str]:
