@@ -47,10 +47,13 @@ def _sources(p: argparse.ArgumentParser) -> None:
 
 def _rule(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-insync-racks", type=int, metavar="N", default=None,
-                   help=f"racks every topic must span (default: the snapshot's figures, "
-                   f"else {DEFAULT_MIN_INSYNC_RACKS})")
+                   help="racks every topic must span (default: --config's rule, else the "
+                   f"snapshot's figures, else {DEFAULT_MIN_INSYNC_RACKS})")
     p.add_argument("--topic-min-insync-racks", action="append", default=[],
                    metavar="NAME=N", help="min.insync.racks of one topic (repeatable)")
+    p.add_argument("--config", metavar="FILE", type=Path,
+                   help="take min.insync.racks from the proxy's settings (this TOML file "
+                   "and RACKGUARD_* variables, as rackguard serve reads them)")
     p.add_argument("--topic", action="append", default=[], metavar="NAME",
                    help="only these topics (repeatable; default all but internal ones)")
 
@@ -123,15 +126,29 @@ def _required(args: argparse.Namespace, inputs: ClusterInputs) -> Callable[[str]
     if args.min_insync_racks is not None and args.min_insync_racks < 1:
         raise SourceError("--min-insync-racks must be >= 1")
     default = args.min_insync_racks
+    proxy_rule = _proxy_rule(args.config) if args.config is not None else None
 
     def required(topic: str) -> int:
         if topic in per_topic:
             return per_topic[topic]
         if default is not None:
             return int(default)
+        if proxy_rule is not None:
+            return proxy_rule(topic)
         return inputs.required.get(topic, DEFAULT_MIN_INSYNC_RACKS)
 
     return required
+
+
+def _proxy_rule(config: Path) -> Callable[[str], int]:
+    from rackguard.proxy.app import rack_rule
+    from rackguard.proxy.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings({}, config_file=str(config))
+    except SettingsError as exc:
+        raise SourceError(f"--config {config}: {exc}") from None
+    return rack_rule(settings).required_racks
 
 
 def _check_racks(required: int | None, inputs: ClusterInputs) -> None:

@@ -147,3 +147,14 @@ def test_unfixable_partitions_exit_1(current: Path) -> None:
     assert "pay-1 replicas [3, 6]: 2 replica(s) cannot span 3 racks" in err
     assert json.loads(out)["partitions"] == [
         {"topic": "pay", "partition": 0, "replicas": [1, 6, 2]}]
+
+
+def test_min_insync_racks_from_the_proxys_config(current: Path, tmp_path: Path) -> None:
+    config = tmp_path / "rackguard.toml"
+    config.write_text('min_insync_racks = 3\n\n[topic_min_insync_racks]\nok = 1\n')
+    code, out, err = _run("audit", "--brokers", BROKERS, "--assignment", str(current),
+                          "--config", str(config), "--json")
+    assert code == 0, err
+    doc = {t["topic"]: t for t in json.loads(out)["topics"]}
+    assert (doc["pay"]["min_insync_racks"], doc["ok"]["min_insync_racks"]) == (3, 1)
+    assert doc["pay"]["unsatisfiable"] == 2
