@@ -34,6 +34,7 @@ from rackguard.proxy.placement.creation_hook import (
     GuardSettings,
 )
 from rackguard.proxy.placement.metrics import PlacementCollector
+from rackguard.proxy.relay.hook_chain import chain
 from rackguard.proxy.relay.server import ProxyServer
 from rackguard.proxy.settings import Settings, SettingsError
 
@@ -156,8 +157,10 @@ class Rackguard:
             ["api", "decision"], registry=registry)
         guard = CreationGuard(lambda: self.store.view, self._guard_settings,
                               lambda api, decision: guarded.labels(api, decision).inc())
-        self.server.set_request_hook(CREATE_TOPICS, guard)
-        self.server.set_request_hook(CREATE_PARTITIONS, guard)
+        # After any other hook of these APIs (admin configs): it sees what the guard forwards.
+        for key in (CREATE_TOPICS, CREATE_PARTITIONS):
+            earlier = self.server.request_hook(key)
+            self.server.set_request_hook(key, guard if earlier is None else chain(guard, earlier))
         self._ops_http: OpsHttpServer | None = None
         self._background: set[asyncio.Task[None]] = set()
         self.store.subscribe(self._on_view_change)

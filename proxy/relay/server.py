@@ -94,11 +94,10 @@ class ProxyServer:
 
     def set_produce_hook(self, hook: RequestHook) -> None:
         """Install the Produce hook (before ``start``: connections keep the hooks they got)."""
-        self._hooks = replace(
-            self._hooks, request_hooks={**self._hooks.request_hooks, ApiKey.PRODUCE: hook})
+        self.set_request_hook(ApiKey.PRODUCE, hook)
 
     def set_request_hook(self, api_key: int, hook: RequestHook) -> None:
-        """Install the hook of another API (before ``start``, as ``set_produce_hook``)."""
+        """Install the hook of one API (before ``start``: connections keep their hooks)."""
         self._hooks = replace(
             self._hooks, request_hooks={**self._hooks.request_hooks, api_key: hook})
 
@@ -128,6 +127,10 @@ class ProxyServer:
     def bootstrap_port(self) -> int:
         server = self._servers[BOOTSTRAP]
         return int(server.sockets[0].getsockname()[1])
+
+    def request_hook(self, api_key: int) -> RequestHook | None:
+        """The hook installed for one API, if any (to chain another before it)."""
+        return self._hooks.request_hooks.get(api_key)
 
     def has_listener(self, node_id: int) -> bool:
         return node_id in self._servers
