@@ -161,3 +161,22 @@ def test_create_partitions_numbers_new_partitions_after_the_existing_ones(versio
     decoded = KPartitionsResponse.decode(bytes(merged)[8 + (version >= 2):], version=version)
     assert [(r.name, r.error_code) for r in decoded.results] == [("orders", 39), ("other", 0)]
     assert "partition 4 replicas [3, 6] span 1 rack(s) (rack-c)" in decoded.results[0].error_message
+
+
+def test_malformed_requests_raise_protocol_error_for_the_connection_to_close() -> None:
+    from rackguard.protocol.primitives import ProtocolError
+
+    h = Harness()
+    frame = topics_frame(5)
+    short = (len(frame) - 7).to_bytes(4, "big") + frame[4:-3]
+    with pytest.raises(ProtocolError):
+        h.call(short, 19)
+    assert h.records == []
+
+
+def test_nothing_is_checked_before_the_view_knows_a_broker() -> None:
+    h = Harness()
+    h.store = ClusterViewStore(Clock())
+    frame = topics_frame(5)
+    action = h.call(frame, 19)
+    assert isinstance(action, Forward) and bytes(action.frame) == frame
