@@ -33,6 +33,14 @@ from rackguard.proxy.ops.health import Health, LoopProbe, readiness
 from rackguard.proxy.ops.http_endpoints import OpsHttpServer
 from rackguard.proxy.ops.kip_metrics import RackCoverageCollector
 from rackguard.proxy.ops.metrics import ProxyMetrics
+from rackguard.proxy.placement.creation_hook import (
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    CreationGuard,
+    GuardSettings,
+)
+from rackguard.proxy.placement.metrics import PlacementCollector
+from rackguard.proxy.relay.hook_chain import chain
 from rackguard.proxy.relay.server import ProxyServer
 from rackguard.proxy.settings import Settings, SettingsError
 
@@ -156,6 +164,19 @@ class Rackguard:
         self.coverage = RackCoverageCollector(
             lambda: self.store.view, lambda: self.enforcer.settings.rule, clock,
             settings.metrics_partition_series)
+        self.placement = PlacementCollector(
+            lambda: self.store.view, lambda: self.enforcer.settings.rule)
+        guarded = Counter(
+            "rackguard_placement_guard_topics",
+            "Topics with explicit replica assignments checked against min.insync.racks by "
+            "the creation guard, by API and decision (refused, observed_refusal, passed)",
+            ["api", "decision"], registry=registry)
+        guard = CreationGuard(lambda: self.store.view, self._guard_settings,
+                              lambda api, decision: guarded.labels(api, decision).inc())
+        # After any other hook of these APIs (admin configs): it sees what the guard forwards.
+        for key in (CREATE_TOPICS, CREATE_PARTITIONS):
+            earlier = self.server.request_hook(key)
+            self.server.set_request_hook(key, guard if earlier is None else chain(guard, earlier))
         self._ops_http: OpsHttpServer | None = None
         self._background: set[asyncio.Task[None]] = set()
         self.store.subscribe(self._on_view_change)
@@ -164,6 +185,10 @@ class Rackguard:
         """A dynamic value changed: the enforcer's settings are replaced with the new rule."""
         rule = self.admin.effective(self._static.rule)
         self.enforcer.replace_settings(replace(self.enforcer.settings, rule=rule))
+
+    def _guard_settings(self) -> GuardSettings:
+        settings = self.enforcer.settings
+        return GuardSettings(settings.rule.required_racks, settings.observe)
 
     def _report_upstream_health(self, health: UpstreamHealth) -> None:
         self.poll_duration.set(self.poller.last_poll_s)
@@ -240,8 +265,9 @@ class Rackguard:
                     + self.settings.admin_request_timeout_ms) / 1000
 
     def metrics_text(self) -> bytes:
-        """The /metrics body: the registry's counters, then the rack coverage."""
-        return generate_latest(self.metrics.registry) + self.coverage.exposition()
+        """The /metrics body: the registry's counters, then rack coverage and placement."""
+        return (generate_latest(self.metrics.registry) + self.coverage.exposition()
+                + self.placement.exposition())
 
     def readiness(self) -> Health:
         """Ready: the last metadata poll succeeded, the view is young enough and the config

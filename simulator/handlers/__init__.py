@@ -5,7 +5,15 @@ Invariant: HANDLERS has exactly the API keys of rackguard.simulator.versions.SUP
 
 from __future__ import annotations
 
-from rackguard.simulator.handlers import admin, fetch, group_apis, meta, produce, txn_apis
+from rackguard.simulator.handlers import (
+    admin,
+    fetch,
+    group_apis,
+    meta,
+    partitions,
+    produce,
+    txn_apis,
+)
 from rackguard.simulator.handlers.base import Ctx, Handler
 from rackguard.simulator.versions import SUPPORTED
 
@@ -33,7 +41,10 @@ HANDLERS: dict[int, Handler] = {
     28: txn_apis.txn_offset_commit,
     32: admin.describe_configs,
     33: admin.alter_configs,
+    37: partitions.create_partitions,
     44: admin.incremental_alter_configs,
+    45: partitions.alter_partition_reassignments,
+    46: partitions.list_partition_reassignments,
     60: meta.describe_cluster,
 }
 

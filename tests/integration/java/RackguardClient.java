@@ -11,6 +11,9 @@
 //            a group member for the given time (client.rack = rack when given;
 //            group_protocol=consumer: KIP-848's ConsumerGroupHeartbeat, default classic);
 //            prints the partitions assigned to it at the end
+//   create-assigned  bootstrap= topic= assignment=1,2;3,4 [kind=topics|partitions]
+//            [count=] [validate=1]   createTopics / createPartitions with explicit
+//            replica assignments (';' between partitions); reports the error class
 //   stream   bootstrap= topic= seconds= acked=FILE [rate=] [prefix=]
 //            idempotent, acks=all, for the given time at about rate records/s; each
 //            acknowledged record's "value partition offset" is appended to FILE
@@ -85,6 +88,7 @@ public class RackguardClient {
             case "produce": produce(); break;
             case "consume": consume(); break;
             case "admin": admin(); break;
+            case "create-assigned": createAssigned(); break;
             case "stream": stream(); break;
             case "configs": configs(); break;
             case "member": member(); break;
@@ -343,5 +347,39 @@ public class RackguardClient {
                 + (controller == null ? "null" : node(controller)) + ",\"nodes\":" + nodes
                 + ",\"topics\":" + topics + ",\"leaders\":" + leaders + "}");
         }
+    }
+
+    static void createAssigned() throws Exception {
+        List<List<Integer>> parts = new ArrayList<>();
+        for (String part : opt("assignment", null).split(";")) {
+            List<Integer> replicas = new ArrayList<>();
+            for (String b : part.split(",")) replicas.add(Integer.parseInt(b.trim()));
+            parts.add(replicas);
+        }
+        String topic = opt("topic", null);
+        boolean validate = "1".equals(opts.get("validate"));
+        String error = null;
+        String message = null;
+        try (Admin admin = Admin.create(base())) {
+            try {
+                if ("partitions".equals(opt("kind", "topics"))) {
+                    int count = Integer.parseInt(opt("count", null));
+                    admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(count, parts)),
+                            new CreatePartitionsOptions().validateOnly(validate))
+                        .all().get(15, TimeUnit.SECONDS);
+                } else {
+                    Map<Integer, List<Integer>> assignment = new HashMap<>();
+                    for (int i = 0; i < parts.size(); i++) assignment.put(i, parts.get(i));
+                    admin.createTopics(List.of(new NewTopic(topic, assignment)),
+                            new CreateTopicsOptions().validateOnly(validate))
+                        .all().get(15, TimeUnit.SECONDS);
+                }
+            } catch (java.util.concurrent.ExecutionException e) {
+                error = e.getCause().getClass().getSimpleName();
+                message = e.getCause().getMessage();
+            }
+        }
+        emit("{\"mode\":\"create-assigned\",\"error\":" + q(error) + ",\"message\":"
+            + q(message) + "}");
     }
 }
