@@ -1,11 +1,11 @@
 """Two request hooks on one API, one after the other (``chain(first, second)``).
 
-``first`` sees the client's request. What it answers itself (``Reply``) is final; what it forwards is handed to ``second`` as if the client
-had sent it, and ``second``'s action is what happens, with ``first``'s response
-transform applied to whatever answer comes back, ``second``'s own transform
-(or reply) first. So a filter that refuses some topics of a request (``first``)
-composes with a hook that rewrites the rest (``second``), and the client gets
-one answer carrying both.
+``first`` sees the client's request. What it answers itself (``Reply``) is final;
+what it forwards is handed to ``second`` as if the client had sent it, and
+``second``'s action is what happens, with ``first``'s response transform applied to
+whatever answer comes back, ``second``'s own transform (or reply) first. So a filter
+that refuses some topics of a request (``first``) composes with a hook that rewrites
+the rest (``second``), and the client gets one answer carrying both.
 
 Invariant: ``first`` is synchronous (it returns an ``Action``); ``second`` and
 either transform may be asynchronous, as any hook and transform may be. A request
