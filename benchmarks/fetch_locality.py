@@ -209,13 +209,16 @@ def main() -> int:
     parser.add_argument("--rack", default="bench-zone",
                         help="client_rack of the proxies with one (default: a rack no broker "
                         "has, so no fetch is redirected)")
+    parser.add_argument("--exe", metavar="PATH",
+                        help="the rackguard executable of 'off' and 'client_rack' (default: "
+                        "this environment's)")
     parser.add_argument("--baseline-exe", metavar="PATH",
                         help="a rackguard executable of another version: a third proxy, "
                         "'before', with the same client_rack")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args()
     logs = Path(tempfile.mkdtemp(prefix="rackguard-bench-fetch-"))
-    exe = str(Path(sys.executable).parent / "rackguard")
+    exe = args.exe or str(Path(sys.executable).parent / "rackguard")
     names = ["off", "client_rack"] + (["before"] if args.baseline_exe else [])
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     with ExitStack() as stack:

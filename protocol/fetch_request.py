@@ -192,8 +192,8 @@ def request_body_offset(frame: Buffer, version: int) -> int:
 
 
 class FetchRackFill:
-    """:func:`fill_fetch_rack` for one rack, its encodings made once: the object the proxy
-    calls per Fetch request (one call, no per-request objects but the filled frame)."""
+    """:func:`fill_fetch_rack` for one rack, its encodings made once: the proxy calls its
+    ``fill`` per Fetch request (no per-request objects but the filled frame)."""
 
     __slots__ = ("rack", "_flexible_tail", "_classic_field")
 
@@ -202,7 +202,7 @@ class FetchRackFill:
         self._flexible_tail = encode_string(rack, True) + b"\x00"  # + empty tagged fields
         self._classic_field = encode_string(rack, False)
 
-    def __call__(self, frame: Buffer, version: int) -> bytes | None:
+    def fill(self, frame: Buffer, version: int) -> bytes | None:
         """The request with the rack as its rack_id when the client sent an empty one;
         None when the client named a rack of its own (forward its bytes unchanged)."""
         if FIRST_FLEXIBLE_VERSION <= version <= MAX_FETCH_VERSION:
@@ -229,7 +229,7 @@ def _filler(rack: str) -> FetchRackFill:
 def fill_fetch_rack(frame: Buffer, version: int, rack: str) -> bytes | None:
     """The request with ``rack`` as its rack_id when the client sent an empty one;
     None when the client named a rack of its own (forward its bytes unchanged)."""
-    return _filler(rack)(frame, version)
+    return _filler(rack).fill(frame, version)
 
 
 def _usual_rack_start(frame: Buffer, version: int) -> int:
@@ -260,12 +260,21 @@ def _usual_rack_start(frame: Buffer, version: int) -> int:
             b = frame[pos]
             if not 0 < b < 0x80:
                 return -1
-            # the partitions: fixed fields and an empty tagged-fields byte each, the
-            # latter checked all at once (a strided view: no loop in Python)
-            first_tag = pos + 1 + fixed
-            pos += 1 + (b - 1) * (fixed + 1)
-            if frame[pos] or any(frame[first_tag:pos:fixed + 1]):
-                return -1  # (the first test also finds a truncated frame: IndexError)
+            # the partitions: fixed fields and an empty tagged-fields byte each
+            pos += 1
+            if b <= 5:
+                for _ in range(b - 1):
+                    pos += fixed
+                    if frame[pos]:
+                        return -1
+                    pos += 1
+            else:  # many: their tag bytes checked at once (a strided view, no loop)
+                first_tag = pos + fixed
+                pos += (b - 1) * (fixed + 1)
+                if any(frame[first_tag:pos:fixed + 1]):
+                    return -1
+            if frame[pos]:  # the topic's tagged fields (and a truncated frame: IndexError)
+                return -1
             pos += 1
         if frame[pos] != 1:
             return -1  # forgotten topics (or a malformed count)

@@ -46,6 +46,7 @@ class RackHints:
         self.fill = fill
         self._view = view
         self._metrics = metrics
+        self._listeners: dict[str, _FetchListener] = {}
         self.fetch = self._fetch_hook()
 
     def request_hooks(self) -> dict[int, RequestHook]:
@@ -60,23 +61,28 @@ class RackHints:
         """The Fetch hook: a closure over what it needs, so a fetch costs one dictionary
         lookup, the fill (in ``fill`` mode) and the Forward."""
         metrics = self._metrics
-        fill = FetchRackFill(self.rack) if self.fill else None
-        listeners: dict[str, _FetchListener] = {}
+        fill = FetchRackFill(self.rack).fill if self.fill else None
+        listeners = self._listeners
 
         def fetch(client: ClientInfo, frame: memoryview, api_key: int, api_version: int,
                   corr: int) -> Action:
             listener = listeners.get(client.listener)
             if listener is None:
                 listener = listeners[client.listener] = _FetchListener(
-                    metrics.tally(client.listener), self.rack, self._view)
+                    metrics.tally(client.listener), self.rack, self._view())
             if fill is not None and api_version >= FIRST_RACK_VERSION:
                 filled = fill(frame, api_version)
                 if filled is not None:
                     metrics.fetch_filled += 1
-                    return Forward(filled, True, listener.after_fill())
+                    return Forward(filled, True, listener.on_filled)
             return Forward(frame, True, listener.count)
 
         return fetch
+
+    def view_changed(self, old: ClusterView, new: ClusterView) -> None:
+        """For the view store's subscribers: where a redirect is possible may change."""
+        for listener in list(self._listeners.values()):
+            listener.view_changed(self.rack, new)
 
     # ----- consumer groups
     def join_group(
@@ -105,18 +111,15 @@ class RackHints:
 class _FetchListener:
     """The response callbacks of one listener's fetches: ``count`` adds the response
     frame's size to the listener's tally and reads nothing else; ``count_and_walk`` also
-    walks the response for redirected partitions, used only where a redirect can happen
-    (:func:`~rackguard.proxy.locality.rules.redirect_possible`, decided once per view)."""
+    walks the response for redirected partitions. ``on_filled``, the one for answers to
+    requests the proxy gave the rack, is ``count_and_walk`` only where a redirect is
+    possible (:func:`~rackguard.proxy.locality.rules.redirect_possible`), decided anew
+    with every cluster view, never per fetch."""
 
-    __slots__ = ("count", "count_and_walk", "_rack", "_node", "_view", "_seen", "_walk")
+    __slots__ = ("count", "count_and_walk", "on_filled", "_node")
 
-    def __init__(self, tally: ListenerTally, rack: str, view: Callable[[], ClusterView]
-                 ) -> None:
-        self._rack = rack
+    def __init__(self, tally: ListenerTally, rack: str, view: ClusterView) -> None:
         self._node = tally.node
-        self._view = view
-        self._seen: ClusterView | None = None
-        self._walk = False
 
         def count(frame: memoryview, version: int) -> memoryview:
             tally.fetched += len(frame)
@@ -129,11 +132,9 @@ class _FetchListener:
 
         self.count: ResponseTransform = count
         self.count_and_walk: ResponseTransform = count_and_walk
+        self.on_filled: ResponseTransform = count
+        self.view_changed(rack, view)
 
-    def after_fill(self) -> ResponseTransform:
-        """The callback for the answer to a request the proxy gave the rack."""
-        current = self._view()
-        if current is not self._seen:  # views are immutable: one look per new view
-            self._seen = current
-            self._walk = redirect_possible(self._rack, current.racks, self._node)
-        return self.count_and_walk if self._walk else self.count
+    def view_changed(self, rack: str, view: ClusterView) -> None:
+        self.on_filled = (self.count_and_walk if redirect_possible(rack, view.racks, self._node)
+                          else self.count)

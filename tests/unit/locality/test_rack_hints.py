@@ -170,11 +170,19 @@ def test_redirects_walked_only_where_a_filled_fetch_can_be_redirected() -> None:
         action.transform(redirected, 12)
     # no broker in zone-b any more: nothing can redirect, nothing is walked
     views.append(ClusterView(racks=MappingProxyType({1: "zone-a", 3: None})))
+    h.view_changed(VIEW, views[-1])  # what the view store tells its subscribers
     action = call(h.fetch, fetch(12, ""), 1, 12, "node-1")
     assert action.transform is not None
     assert action.transform(junk, 12) is junk
     assert metrics.redirects == 1
-    assert metrics.filled_counts() == {"Fetch": 3}
+    # and a broker in zone-b again: walked again
+    views.append(VIEW)
+    h.view_changed(views[-2], VIEW)
+    action = call(h.fetch, fetch(12, ""), 1, 12, "node-1")
+    assert action.transform is not None
+    action.transform(redirected, 12)
+    assert metrics.redirects == 2
+    assert metrics.filled_counts() == {"Fetch": 4}
 
 
 def join(version: int, meta: bytes, protocol_type: str = "consumer") -> memoryview:
