@@ -1,16 +1,18 @@
 """What ``client_rack`` costs on the Fetch path: a consumer load through two proxies, one
-without client_rack and one that fills it into every Fetch request (and reads every
+without client_rack and one that fills it into every Fetch request (and counts every
 Fetch response for the locality metric).
 
-A Tansu broker (or ``--bootstrap``: any cluster; the proxy's rack names no broker's and
-the topic has one replica per partition, so no redirect ever happens: every Fetch is
-filled and every response walked, the worst case) holds a topic of ``--mb`` MB of
+A Tansu broker (or ``--bootstrap``: any cluster; the topic has one replica per
+partition, so no redirect ever happens: every Fetch is filled; with the default
+``--rack``, which names no broker's rack, no response is walked for redirects either,
+while ``--rack`` naming a broker's rack has the answers of the brokers outside it
+walked, the worst case) holds a topic of ``--mb`` MB of
 ``--size``-byte records in ``--partitions`` partitions; each round a librdkafka consumer
 (it sends Fetch v11+ with an empty rack_id) reads the whole topic through each proxy,
-in mirrored order (A B, B A, ...). Per proxy: MB/s and the proxy's CPU seconds per GB
-read. Then the per-request cost: closed loops of small one-partition Fetch v12 requests
-(``--fetch-seconds``, 0 skips it). Each cost is the median over the rounds of the ratio
-B/A, printed with its quartiles.
+in rotating order (each first in turn, mirrored every other round). Per proxy: MB/s and
+the proxy's CPU seconds per GB read. Then the per-request cost: closed loops of small
+one-partition Fetch v12 requests (``--fetch-seconds``, 0 skips it). Each cost is the
+median over the rounds of the ratio B/A, printed with its quartiles.
 
 ``--baseline-exe PATH`` adds a third proxy, ``before``: another installation's
 ``rackguard`` (e.g. a worktree of an older commit) with the same client_rack, measured in
@@ -252,8 +254,10 @@ def main() -> int:
                  "--broker-port-base", str(base), "--log-level", "WARNING", *extra],
                 logs / f"{name}.log", bport))
             targets[name] = (f"127.0.0.1:{bport}", proc.pid)
+        consumed = dict.fromkeys(names, 0)
         for name in names:  # warm up
-            consume_all(targets[name][0], topic, args.partitions, count, args.partition_kb)
+            consumed[name] += consume_all(targets[name][0], topic, args.partitions, count,
+                                          args.partition_kb)[0]
         for r in range(args.rounds):
             order = rotation(names, r)
             for name in order:
@@ -262,9 +266,11 @@ def main() -> int:
                 size, elapsed = consume_all(bootstrap, topic, args.partitions, count,
                                             args.partition_kb)
                 cpu = cpu_seconds(pid) - cpu0
+                consumed[name] += size
                 samples[name].append((size / elapsed / 1e6, cpu / (size / 1e9)))
             print(f"round {r + 1}/{args.rounds}: " + ", ".join(
                 f"{name} {samples[name][-1][0]:.1f} MB/s" for name in names), file=sys.stderr)
+        by_consumers = {name: fetch_counts(metrics[name])[0] for name in names}
         per_partition = count // args.partitions
         frames = [fetch_frame(topic, p, max(per_partition - 40, 0), i)
                   for i, p in enumerate(range(args.partitions))]
@@ -291,7 +297,12 @@ def main() -> int:
         summary[f"{name}_cpu_per_gb_ratio_q1_median_q3"] = c
         print(f"throughput {name}/off: median {q[1]:.3f} (quartiles {q[0]:.3f}-{q[2]:.3f}); "
               f"CPU per GB: median {c[1]:.3f} (quartiles {c[0]:.3f}-{c[2]:.3f})")
-    print("Fetch requests (seen, given client_rack): " + ", ".join(
+    summary["kb_per_consumer_fetch"] = {
+        name: consumed[name] / max(by_consumers[name], 1) / 1e3 for name in names}
+    print("consumers' Fetch requests: " + ", ".join(
+        f"{name} {by_consumers[name]:.0f} ({summary['kb_per_consumer_fetch'][name]:.0f} KB "
+        "each)" for name in names))
+    print("all Fetch requests (seen, given client_rack): " + ", ".join(
         f"{name} {seen:.0f}, {filled:.0f}" for name, (seen, filled) in counts.items()))
     if rates["off"]:
         f = summary["fetches"] = {

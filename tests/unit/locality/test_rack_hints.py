@@ -264,6 +264,18 @@ async def test_app_installs_hooks_only_with_a_rack() -> None:
     assert app.rack_hints is not None and app.rack_hints.fill
     assert {1, 11, 68} <= set(app.server._hooks.request_hooks)
     assert b'rackguard_client_rack_info{mode="fill",rack="zone-b"} 1.0' in app.metrics_text()
+    # the hints follow the cluster view: with a broker in zone-b, a filled fetch to one
+    # in another rack is walked for redirects (a non-Fetch answer is refused)
+    hook = app.server._hooks.request_hooks[1]
+    before = hook(ClientInfo("p", "node-1"), fetch(12, ""), 1, 12, 1)
+    assert isinstance(before, Forward) and before.transform is not None
+    junk = memoryview(b"not a Fetch response")
+    assert before.transform(junk, 12) is junk  # no broker known: only counted
+    app.store.install(ClusterView(racks=MappingProxyType({1: "zone-a", 2: "zone-b"})))
+    after = hook(ClientInfo("p", "node-1"), fetch(12, ""), 1, 12, 2)
+    assert isinstance(after, Forward) and after.transform is not None
+    with pytest.raises(ProtocolError):
+        after.transform(junk, 12)
 
     def broken(settings: Settings) -> str | None:
         raise RackSourceError("client_rack_command 'x': exit status 1")
