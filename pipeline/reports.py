@@ -29,12 +29,11 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-
-from pipeline import charts, coverage, verdicts
-from pipeline.charts import Chart
-from pipeline.labels import human_bytes, percent
-from pipeline.ledger_io import CORRUPT, Ledger, read_offsets
-from pipeline.verdicts import Verdict
+from rackguard.pipeline import charts, coverage, verdicts
+from rackguard.pipeline.charts import Chart
+from rackguard.pipeline.labels import human_bytes, percent
+from rackguard.pipeline.ledger_io import CORRUPT, Ledger, read_offsets
+from rackguard.pipeline.verdicts import Verdict
 
 
 @dataclass

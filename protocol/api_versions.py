@@ -40,13 +40,13 @@ from collections.abc import Collection, Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
-from protocol._wire import (
+from rackguard.protocol._wire import (
     as_view,
     check_frame,
     expect_end,
     finish_frame,
 )
-from protocol.primitives import (
+from rackguard.protocol.primitives import (
     Buffer,
     ProtocolError,
     encode_array_len,

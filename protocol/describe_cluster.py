@@ -19,7 +19,7 @@ to do with such a response (:func:`describe_cluster_endpoint_type`).
 
 from __future__ import annotations
 
-from protocol._wire import (
+from rackguard.protocol._wire import (
     as_view,
     check_frame,
     decode_span,
@@ -28,8 +28,8 @@ from protocol._wire import (
     finish_frame,
     string_span,
 )
-from protocol.addresses import AddressMapper, BrokerAddress
-from protocol.primitives import (
+from rackguard.protocol.addresses import AddressMapper, BrokerAddress
+from rackguard.protocol.primitives import (
     Buffer,
     ProtocolError,
     need,

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from protocol._wire import (
+from rackguard.protocol._wire import (
     as_view,
     check_frame,
     decode_span,
@@ -50,8 +50,8 @@ from protocol._wire import (
     int32_array_struct,
     string_span,
 )
-from protocol.addresses import AddressMapper, BrokerAddress
-from protocol.primitives import (
+from rackguard.protocol.addresses import AddressMapper, BrokerAddress
+from rackguard.protocol.primitives import (
     Buffer,
     ProtocolError,
     need,

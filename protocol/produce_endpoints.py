@@ -9,7 +9,8 @@ rack and tagged fields and the other top-level tagged fields, is copied verbatim
 Every v10+ response is walked whole (its top-level tagged fields sit after all its
 partitions, and no shorter check can tell NodeEndpoints from a partition's bytes),
 with the usual shapes (short lengths, empty tagged fields, no record errors) read
-inline. Malformed input raises :class:`~protocol.primitives.ProtocolError` and nothing else.
+inline. Malformed input raises
+:class:`~rackguard.protocol.primitives.ProtocolError` and nothing else.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from protocol.headers import response_body_offset
-from protocol.primitives import (
+from rackguard.protocol.headers import response_body_offset
+from rackguard.protocol.primitives import (
     Buffer,
     ProtocolError,
     encode_string,
@@ -26,13 +27,13 @@ from protocol.primitives import (
     pack_int32,
     read_uvarint,
 )
-from protocol.produce_request import (
+from rackguard.protocol.produce_request import (
     FIRST_TOPIC_ID_VERSION,
     MAX_PRODUCE_VERSION,
     MIN_PRODUCE_VERSION,
     PRODUCE_API_KEY,
 )
-from protocol.produce_response import (
+from rackguard.protocol.produce_response import (
     FIRST_LEADER_HINT_VERSION,
     NodeEndpoint,
     read_checked_array_len,

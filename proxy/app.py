@@ -15,21 +15,20 @@ import time
 from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
-
-from config.settings import Settings, SettingsError
-from protocol.addresses import BrokerAddress
-from proxy.cluster_view import ClusterView, ClusterViewStore
-from proxy.enforcement import EnforcementSettings, RackEnforcer
-from proxy.enforcement_metrics import EnforcementMetrics
-from proxy.health import Health, LoopProbe, readiness
-from proxy.http_endpoints import OpsHttpServer
-from proxy.kip_metrics import RackCoverageCollector
-from proxy.ledger import ledger_from_settings
-from proxy.metrics import ProxyMetrics
-from proxy.policy import RackRule
-from proxy.poller import MetadataPoller, PollError
-from proxy.server import ProxyServer
-from proxy.upstream_health import UpstreamHealth
+from rackguard.protocol.addresses import BrokerAddress
+from rackguard.proxy.cluster.poller import MetadataPoller, PollError
+from rackguard.proxy.cluster.upstream_health import UpstreamHealth
+from rackguard.proxy.cluster.view import ClusterView, ClusterViewStore
+from rackguard.proxy.enforce.enforcement import EnforcementSettings, RackEnforcer
+from rackguard.proxy.enforce.metrics import EnforcementMetrics
+from rackguard.proxy.enforce.policy import RackRule
+from rackguard.proxy.ledger.recorder import ledger_from_settings
+from rackguard.proxy.ops.health import Health, LoopProbe, readiness
+from rackguard.proxy.ops.http_endpoints import OpsHttpServer
+from rackguard.proxy.ops.kip_metrics import RackCoverageCollector
+from rackguard.proxy.ops.metrics import ProxyMetrics
+from rackguard.proxy.relay.server import ProxyServer
+from rackguard.proxy.settings import Settings, SettingsError
 
 log = logging.getLogger("rackguard")
 

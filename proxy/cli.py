@@ -1,7 +1,7 @@
 """The ``rackguard`` command.
 
 Invariant: flags that the user did not give are absent from the overrides
-handed to :func:`config.settings.load_settings`, so the environment and the
+handed to :func:`rackguard.proxy.settings.load_settings`, so the environment and the
 config file still apply (CLI over env over file over default).
 """
 
@@ -12,10 +12,10 @@ import asyncio
 import sys
 from collections.abc import Callable, Coroutine
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, Literal, get_args, get_origin
 
-from config.settings import Settings, SettingsError, load_settings
-from proxy.logs import configure_logging
+from rackguard.proxy.ops.logs import configure_logging
+from rackguard.proxy.settings import Settings, SettingsError, load_settings
 
 
 def _version() -> str:
@@ -25,75 +25,50 @@ def _version() -> str:
         return "0+unknown"
 
 
-def _flag(kind: Callable[[str], Any], metavar: str, text: str) -> dict[str, Any]:
-    return {"type": kind, "metavar": metavar, "help": text}
+# Flags whose names predate the rule "--" + the setting's name in kebab case.
+FLAG_NAMES = {"listen_host": "--listen", "broker_racks": "--broker-rack"}
 
 
-def _switch(text: str) -> dict[str, Any]:
-    return {"action": "store_const", "const": True, "help": text}
+def _metavar(name: str, annotation: Any) -> str:
+    if get_origin(annotation) is Literal:
+        return "|".join(str(choice) for choice in get_args(annotation))
+    if name.endswith("_ms"):
+        return "MS"
+    if name.endswith("_port") or name.endswith("_ports"):
+        return "PORT"
+    if annotation is int:
+        return "N"
+    return name.upper()
 
 
-def _pairs(metavar: str, text: str) -> dict[str, Any]:
-    return {"action": "append", "metavar": metavar, "help": text + " (repeatable)"}
+def serve_flags() -> dict[str, tuple[str, dict[str, Any]]]:
+    """flag -> (settings field, argparse options), one per setting of the model.
+
+    The help text is the setting's description; a setting marked ``flag=False`` in its
+    ``json_schema_extra`` (a secret: a flag would show in ``ps``) has none. Absent flags
+    stay None, so the environment, the TOML file and the defaults apply.
+    """
+    flags: dict[str, tuple[str, dict[str, Any]]] = {}
+    for name, field in Settings.model_fields.items():
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        if extra.get("flag") is False:
+            continue
+        flag = FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
+        text = field.description or name
+        annotation = field.annotation
+        if annotation is bool:
+            options: dict[str, Any] = {"action": "store_const", "const": True, "help": text}
+        elif "dict[" in str(annotation):
+            options = {"action": "append", "metavar": "KEY=VALUE", "help": text + " (repeatable)"}
+        else:
+            kind = int if annotation is int or annotation == (int | None) else str
+            options = {"type": kind, "help": text,
+                       "metavar": extra.get("metavar") or _metavar(name, annotation)}
+        flags[flag] = (name, options)
+    return flags
 
 
-# flag -> (settings field, argparse options). Absent flags stay None.
-SERVE_FLAGS: dict[str, tuple[str, dict[str, Any]]] = {
-    "--upstream": ("upstream", _flag(
-        str, "HOST:PORT[,...]", "bootstrap address(es) of the Kafka cluster")),
-    "--listen": ("listen_host", _flag(str, "HOST", "address to listen on (default 127.0.0.1)")),
-    "--advertised-host": ("advertised_host", _flag(
-        str, "HOST", "host name given to clients in metadata (default: the listen address)")),
-    "--bootstrap-port": ("bootstrap_port", _flag(int, "PORT", "bootstrap port (default 9092)")),
-    "--broker-port-base": ("broker_port_base", _flag(
-        int, "BASE", "broker with node id N is served on port BASE+N (default 9100)")),
-    "--min-insync-racks": ("min_insync_racks", _flag(
-        int, "N", "racks the ISR of an acks=all produce must span (default 1: off)")),
-    "--topic-min-insync-racks": ("topic_min_insync_racks", _pairs(
-        "NAME=N", "min.insync.racks for one topic")),
-    "--topic-prefix-min-insync-racks": ("topic_prefix_min_insync_racks", _pairs(
-        "PREFIX=N", "min.insync.racks for topics whose name starts with PREFIX")),
-    "--error-mode": ("error_mode", _flag(
-        str, "MODE", "compat (default: NOT_ENOUGH_REPLICAS + message) or dedicated")),
-    "--not-enough-racks-code": ("not_enough_racks_code", _flag(
-        int, "CODE", "error code for NOT_ENOUGH_RACKS in dedicated mode (default 1290)")),
-    "--observe": ("observe", _switch("decide and record, but forward everything")),
-    "--max-metadata-age-ms": ("max_metadata_age_ms", _flag(
-        int, "MS", "metadata older than this fails acks=all closed (default 10000)")),
-    "--fail-open": ("fail_open", _switch("forward instead of rejecting on stale metadata")),
-    "--broker-rack": ("broker_racks", _pairs("ID=RACK", "rack of a broker that reports none")),
-    "--broker-racks-override": ("broker_racks_override", _switch(
-        "let --broker-rack replace racks the brokers report")),
-    "--metrics-port": ("metrics_port", _flag(
-        int, "PORT", "serve /metrics, /healthz and /readyz on this port (default: off)")),
-    "--metrics-partition-series": ("metrics_partition_series", _flag(
-        str, "MODE", "per-partition rack series: all, at_or_under (default) or none")),
-    "--metadata-refresh-interval-ms": ("metadata_refresh_interval_ms", _flag(
-        int, "MS", "interval of the proxy's own metadata poll (default 2000)")),
-    "--max-frame-size": ("max_frame_size", _flag(int, "BYTES", "largest accepted frame")),
-    "--admin-connect-timeout-ms": ("admin_connect_timeout_ms", _flag(
-        int, "MS", "connect timeout of the proxy's own requests (default 1000)")),
-    "--admin-request-timeout-ms": ("admin_request_timeout_ms", _flag(
-        int, "MS", "answer timeout of the proxy's own requests (default 2000)")),
-    "--metadata-hedge-delay-ms": ("metadata_hedge_delay_ms", _flag(
-        int, "MS", "ask a second broker when a poll is slower than this (default 500)")),
-    "--shutdown-timeout-ms": ("shutdown_timeout_ms", _flag(
-        int, "MS", "time in-flight requests get to finish on SIGTERM/SIGINT")),
-    "--ledger-dir": ("ledger_dir", _flag(
-        str, "PATH", "write the decision ledger and cluster snapshots here (default: off)")),
-    "--ledger-rotate-bytes": ("ledger_rotate_bytes", _flag(
-        int, "BYTES", "start a new ledger file at this size (default 64 MiB)")),
-    "--ledger-rotate-seconds": ("ledger_rotate_seconds", _flag(
-        int, "S", "start a new ledger file at this age (default 3600)")),
-    "--ledger-queue-size": ("ledger_queue_size", _flag(
-        int, "ROWS", "ledger rows queued for the writer before rows are dropped (100000)")),
-    "--ledger-snapshot-interval-ms": ("ledger_snapshot_interval_ms", _flag(
-        int, "MS", "interval of cluster snapshots in the ledger directory (default 30000)")),
-    "--instance-id": ("instance_id", _flag(
-        str, "NAME", "this proxy's name in ledger rows (default HOSTNAME-BOOTSTRAP_PORT)")),
-    "--log-level": ("log_level", _flag(str, "LEVEL", "DEBUG, INFO, WARNING or ERROR")),
-    "--log-format": ("log_format", _flag(str, "FORMAT", "text (default) or json")),
-}
+SERVE_FLAGS = serve_flags()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -165,7 +140,7 @@ def run_loop(main: Coroutine[Any, Any, int]) -> int:
 
 
 async def _serve(settings: Settings, load: Callable[[], Settings]) -> int:
-    from proxy.app import Rackguard, StartupError
+    from rackguard.proxy.app import Rackguard, StartupError
 
     app = Rackguard(settings)
     try:
@@ -182,15 +157,15 @@ async def _serve(settings: Settings, load: Callable[[], Settings]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["simulate"]:
-        from simulator.cli import main as simulate
+        from rackguard.simulator.cli import main as simulate
 
         return simulate(argv[1:])
     if argv[:1] == ["bench"]:  # a tool: loaded only when it runs, never by serve
-        from proxy.bench import command as bench
+        from rackguard.proxy.tools.bench import command as bench
 
         return bench(argv[1:])
     if argv[:1] in (["report"], ["audit"], ["dump-offsets"]):
-        from proxy import report_cli
+        from rackguard.proxy.tools import report_cli
 
         entry = {"report": report_cli.report, "audit": report_cli.audit,
                  "dump-offsets": report_cli.dump_offsets}[argv[0]]
@@ -213,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         configure_logging(settings.log_level, settings.log_format)
         return run_loop(_serve(settings, lambda: settings_from_args(args)))
     if args.command == "demo":
-        from proxy.demo import DemoPorts, run_demo
+        from rackguard.proxy.tools.demo import DemoPorts, run_demo
 
         base = args.port_base
         ports = DemoPorts(base, base + 100, base + 108, base + 98)

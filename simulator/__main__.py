@@ -1,7 +1,8 @@
-"""`python -m simulator`: run the cluster simulator (a TEST DOUBLE) from the command line."""
+"""`python -m rackguard.simulator`: run the cluster simulator (a TEST DOUBLE) from the
+command line."""
 
 import sys
 
-from simulator.cli import main
+from rackguard.simulator.cli import main
 
 sys.exit(main())

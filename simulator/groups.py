@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from simulator import errors
+from rackguard.simulator import errors
 
 EMPTY = "Empty"
 PREPARING = "PreparingRebalance"

@@ -15,9 +15,8 @@ import time
 from dataclasses import dataclass
 
 from kafka.record import MemoryRecords
-
-from simulator.idempotence import ProducerStateTable
-from simulator.records import BatchHeader, control_batch, with_base_offset
+from rackguard.simulator.idempotence import ProducerStateTable
+from rackguard.simulator.records import BatchHeader, control_batch, with_base_offset
 
 
 @dataclass(frozen=True)

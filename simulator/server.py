@@ -14,10 +14,10 @@ import contextlib
 import logging
 import socket
 
-from simulator.core import SimCore
-from simulator.dispatch import dispatch
-from simulator.faults import Fault
-from simulator.wire import FrameError, frame_size
+from rackguard.simulator.core import SimCore
+from rackguard.simulator.dispatch import dispatch
+from rackguard.simulator.faults import Fault
+from rackguard.simulator.wire import FrameError, frame_size
 
 log = logging.getLogger(__name__)
 

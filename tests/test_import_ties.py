@@ -3,8 +3,12 @@
 - ``rackguard serve`` loads no tool: not the benchmarks, the demo, the simulator, the
   pipeline or pyspark (checked in a fresh interpreter, as the command runs);
 - the pipeline imports nothing of the proxy but the ledger's schema module;
-- the benchmarks import nothing of the tests; the product (protocol, proxy, config)
-  imports neither tests nor benchmarks.
+- the proxy imports the pipeline only in its ``report`` command and the simulator only in
+  its tools (``demo``, ``simulate``), never on the serving path;
+- the benchmarks import nothing of the tests; the product (protocol, proxy) imports
+  neither tests nor benchmarks; protocol imports nothing of the proxy and never asyncio;
+- nothing imports the folders under their bare names (``proxy``, ``protocol``, ...): the
+  installed names are ``rackguard.<folder>``, and a bare name would load a second copy.
 """
 
 from __future__ import annotations
@@ -15,23 +19,25 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("proxy", "protocol", "pipeline", "simulator")
+TOOLS = ("rackguard.proxy.tools", "rackguard.simulator", "rackguard.pipeline")
 
-SERVE = """
+SERVE = f"""
 import sys
-from proxy import cli
+from rackguard.proxy import cli
 args = cli.build_parser().parse_args(["serve", "--upstream", "127.0.0.1:1"])
 cli.settings_from_args(args)
-import proxy.app
-tools = ("simulator", "pipeline", "pyspark", "benchmarks", "tests", "matplotlib")
+import rackguard.proxy.app
+tools = ("pyspark", "benchmarks", "tests", "matplotlib")
 print(sorted(m for m in sys.modules if m.split(".")[0] in tools
-             or m in ("proxy.bench", "proxy.bench_ledger", "proxy.demo", "proxy.report_cli")))
+             or m.startswith({TOOLS!r})))
 """
 
 
-def imported(package: str) -> dict[str, set[str]]:
+def imported(folder: str) -> dict[str, set[str]]:
     """Module path -> the absolute module names it imports anywhere (functions too)."""
     out: dict[str, set[str]] = {}
-    for path in (ROOT / package).rglob("*.py"):
+    for path in (ROOT / folder).rglob("*.py"):
         names: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
@@ -42,6 +48,10 @@ def imported(package: str) -> dict[str, set[str]]:
     return out
 
 
+def under(names: set[str], *prefixes: str) -> set[str]:
+    return {n for n in names if any(n == p or n.startswith(p + ".") for p in prefixes)}
+
+
 def test_serve_loads_no_tool() -> None:
     done = subprocess.run([sys.executable, "-c", SERVE], capture_output=True, text=True,
                           cwd=ROOT, timeout=60)
@@ -50,14 +60,36 @@ def test_serve_loads_no_tool() -> None:
 
 
 def test_the_pipeline_imports_only_the_ledger_schema_of_the_proxy() -> None:
-    ties = {path: {n for n in names if n.split(".")[0] in ("proxy", "protocol", "config")}
-            for path, names in imported("pipeline").items()}
-    assert {n for names in ties.values() for n in names} == {"proxy.ledger_schema"}
+    ties = {n for names in imported("pipeline").values()
+            for n in under(names, "rackguard.proxy", "rackguard.protocol")}
+    assert ties == {"rackguard.proxy.ledger.schema"}
+
+
+def test_the_proxy_imports_tools_only_in_its_tool_commands() -> None:
+    for path, names in imported("proxy").items():
+        if path.startswith("proxy/tools/"):
+            continue
+        pipeline = under(names, "rackguard.pipeline")
+        simulator = under(names, "rackguard.simulator")
+        assert not pipeline and not simulator or path == "proxy/cli.py", path
+    cli = imported("proxy")["proxy/cli.py"]
+    assert not under(cli, "rackguard.pipeline")  # the report command goes through tools/
+
+
+def test_protocol_is_sans_io_and_knows_no_proxy() -> None:
+    for path, names in imported("protocol").items():
+        assert not under(names, "asyncio", "rackguard.proxy", "socket"), path
 
 
 def test_benchmarks_and_the_product_do_not_import_tests() -> None:
-    for package, banned in (("benchmarks", {"tests"}), ("protocol", {"tests", "benchmarks"}),
-                            ("config", {"tests", "benchmarks"}),
-                            ("proxy", {"tests", "benchmarks"})):
-        for path, names in imported(package).items():
-            assert not {n for n in names if n.split(".")[0] in banned}, path
+    for folder, banned in (("benchmarks", ("tests",)), ("protocol", ("tests", "benchmarks")),
+                           ("proxy", ("tests", "benchmarks")),
+                           ("pipeline", ("tests", "benchmarks"))):
+        for path, names in imported(folder).items():
+            assert not under(names, *banned), path
+
+
+def test_nothing_imports_a_folder_by_its_bare_name() -> None:
+    for folder in (*PACKAGES, "benchmarks", "tests"):
+        for path, names in imported(folder).items():
+            assert not under(names, *PACKAGES, "config"), path

@@ -14,10 +14,9 @@ import time
 from typing import Any
 
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
-
-from simulator import errors
-from simulator.handlers.base import Ctx
-from simulator.records import parse_header
+from rackguard.simulator import errors
+from rackguard.simulator.handlers.base import Ctx
+from rackguard.simulator.records import parse_header
 
 _FT = FetchResponse.FetchableTopicResponse
 _FP = FetchResponse.FetchableTopicResponse.PartitionData

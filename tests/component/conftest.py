@@ -8,11 +8,11 @@ import struct
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+from rackguard.protocol.framing import FrameSplitter
+from rackguard.proxy.ops.metrics import ProxyMetrics
+from rackguard.proxy.relay.server import ProxyServer
+from rackguard.proxy.settings import Settings, load_settings
 
-from config.settings import Settings, load_settings
-from protocol.framing import FrameSplitter
-from proxy.metrics import ProxyMetrics
-from proxy.server import ProxyServer
 from tests.component.fake_broker import FakeBroker, Handler
 
 

@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from rackguard.proxy.app import Rackguard
+from rackguard.simulator.faults import Fault
 
-from proxy.app import Rackguard
-from simulator.faults import Fault
 from tests.component.conftest import free_port_block
 from tests.component.test_enforcement_app import Rig, SteppedClock, answers, produce
 

@@ -31,8 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from simulator.threaded import ThreadedCluster
+from rackguard.simulator.threaded import ThreadedCluster
 
 from . import kip_support as ks
 from .harness import java, kcat, leak, wire
@@ -628,9 +627,9 @@ def test_new_topic_is_checked_before_the_next_poll(kip: Kip) -> None:
 
     FAILS today (a bypass): the poller's connection is to broker 2, which the outage
     killed, so the refresh the produce triggers fails ("metadata refresh failed (keeping
-    the last view)"); proxy/poller.py _run resolves the refresh_now future after a failed
-    poll just as after a good one, proxy/enforcement.py _after_refresh then calls _act on
-    the old view, proxy/policy.py decide gives Verdict.UNKNOWN (forward) for the topic it
+    the last view)"); proxy/cluster/poller.py _run resolves the refresh_now future after a failed
+    poll just as after a good one, proxy/enforce/enforcement.py _after_refresh then calls _act on
+    the old view, proxy/enforce/policy.py decide gives Verdict.UNKNOWN (forward) for the topic it
     still does not know, and the acks=all produce is forwarded unchecked and acknowledged
     with a one-rack ISR. With the poller on a surviving broker the same produce is
     rejected. (The TimeoutError path of _after_refresh forwards the same way.)"""

@@ -30,9 +30,8 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-
-from simulator.faults import Fault
-from simulator.threaded import ThreadedCluster
+from rackguard.simulator.faults import Fault
+from rackguard.simulator.threaded import ThreadedCluster
 
 from . import kip_support as ks
 from .harness import wire

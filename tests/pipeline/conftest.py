@@ -10,8 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-from pipeline.session import build_session, missing_requirement
+from rackguard.pipeline.session import build_session, missing_requirement
 
 
 @pytest.fixture(scope="session")

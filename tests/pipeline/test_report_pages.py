@@ -21,9 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from pipeline.jobs import run
-from pipeline.labels import human_bytes
+from rackguard.pipeline.jobs import run
+from rackguard.pipeline.labels import human_bytes
 
 from . import sample_ledger
 

@@ -13,8 +13,7 @@ import time
 from typing import Any
 
 from kafka.record.memory_records import MemoryRecordsBuilder
-
-from simulator import SimulatorConfig, TopicSpec, racked_brokers
+from rackguard.simulator import SimulatorConfig, TopicSpec, racked_brokers
 
 RACKS = ["rack-a", "rack-b", "rack-c"]
 LOW, HIGH = 20000, 32000

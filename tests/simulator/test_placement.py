@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from simulator.placement import assign_replicas, rack_alternated
+from rackguard.simulator.placement import assign_replicas, rack_alternated
 
 SIX = [(1, "a"), (2, "b"), (3, "c"), (4, "a"), (5, "b"), (6, "c")]
 

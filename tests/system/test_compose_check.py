@@ -25,9 +25,8 @@ from typing import Any
 
 import pytest
 import yaml
-
-from config.settings import load_settings
-from proxy.app import Rackguard
+from rackguard.proxy.app import Rackguard
+from rackguard.proxy.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -157,7 +156,8 @@ def test_dockerfile() -> None:
         assert f"!{package}/**" in allowed, f"the image would lack {package}/"
     assert "!pyproject.toml" in allowed and "!README.md" in allowed
     assert "!setup.py" in allowed, "the image would lack the ledger's C encoder build"
-    assert "import proxy._ledger_native" in text, "the image must check the encoder built"
+    assert "import rackguard.proxy.ledger._ledger_native" in text, (
+        "the image must check the encoder built")
 
 
 def test_prometheus_scrapes_rackguard(services: dict[str, dict[str, Any]]) -> None:

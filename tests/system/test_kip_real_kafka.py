@@ -37,8 +37,8 @@ from typing import Any
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from prometheus_client.parser import text_string_to_metric_families
+from rackguard.protocol.metadata import MetadataSnapshot, read_metadata
 
-from protocol.metadata import MetadataSnapshot, read_metadata
 from tests.integration.harness.java import JavaClient
 from tests.integration.harness.wire import RawKafkaConnection
 from tests.integration.kip_support import (

@@ -1,4 +1,4 @@
-"""config.settings: precedence of the four sources and one-line errors naming the setting.
+"""rackguard.proxy.settings: precedence of the four sources and one-line errors naming the setting.
 
 Invariant under test: CLI overrides > ``RACKGUARD_*`` environment > TOML file >
 defaults, for scalar, list and dict settings alike; every invalid value raises
@@ -15,8 +15,7 @@ from typing import Any
 
 import pydantic
 import pytest
-
-from config.settings import (
+from rackguard.proxy.settings import (
     KAFKA_MAX_ASSIGNED_ERROR_CODE,
     Settings,
     SettingsError,

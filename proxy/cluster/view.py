@@ -1,0 +1,271 @@
+"""The proxy's view of the cluster: brokers and racks, partitions and ISRs, topic configs.
+
+Invariant: a :class:`ClusterView` is immutable; :class:`ClusterViewStore` is
+the only writer and replaces the view whole on every update, so a decision
+made on one snapshot never sees a half-applied update. It does no I/O (the
+poller and the Metadata responses that pass through feed it). Updates copy
+the topic map, never the partitions of topics they do not touch, so a
+passing Metadata response for one topic costs little even in a large cluster.
+The rack of a broker that leaves the broker list is remembered: an ISR can
+still name it for a while.
+
+Building and installing are separate so that a large update can be built on a
+worker thread: :meth:`ClusterViewStore.build` and
+:meth:`ClusterViewStore.with_min_insync_replicas` are pure (they read only the
+immutable view they are given, by default the current one) and take an optional
+``pause`` callable, called between chunks of work (a worker thread uses it to
+let the event loop run; the view built is the same with or without it).
+Installing is an O(1) swap on the loop; :meth:`ClusterViewStore.install_over`
+installs only if the view built on is still the current one, so an update
+built on a stale base can never overwrite a newer view.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from rackguard.protocol.metadata import MetadataSnapshot, PartitionMetadata
+
+log = logging.getLogger("rackguard.cluster")
+
+NO_RACK = ""  # every rackless broker counts as this one rack (DESIGN.md section 1)
+_CHUNK = 1024  # partitions built between two calls of ``pause``
+_TOPIC_CHUNK = 256  # topics updated between two calls of ``pause``
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicState:
+    name: str
+    topic_id: bytes | None
+    partitions: Mapping[int, PartitionState]
+    updated_at: float
+    min_insync_replicas: int | None = None  # None until DescribeConfigs answered
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    brokers: Mapping[int, Broker] = field(default_factory=lambda: MappingProxyType({}))
+    racks: Mapping[int, str | None] = field(default_factory=lambda: MappingProxyType({}))
+    topics: Mapping[str, TopicState] = field(default_factory=lambda: MappingProxyType({}))
+    topic_ids: Mapping[bytes, str] = field(default_factory=lambda: MappingProxyType({}))
+    refreshed_at: float | None = None  # monotonic time of the last full refresh
+    cluster_id: str | None = None
+    # Memo of isr_racks per ISR; the view is immutable, so an answer never goes stale.
+    _rack_memo: dict[tuple[int, ...], tuple[str, ...]] = field(
+        default_factory=dict, init=False, compare=False, repr=False)
+
+    def topic(self, key: str | bytes) -> TopicState | None:
+        name = self.topic_ids.get(key) if isinstance(key, bytes) else key
+        return self.topics.get(name) if name is not None else None
+
+    def rack_of(self, node_id: int) -> str:
+        rack = self.racks.get(node_id)
+        return NO_RACK if rack is None else rack
+
+    def isr_racks(self, isr: tuple[int, ...]) -> tuple[str, ...]:
+        """Distinct racks of the ISR, sorted. A rackless broker counts as the rack "";
+        a node never seen in any broker list counts as no rack (it proves nothing)."""
+        known = self._rack_memo.get(isr)
+        if known is not None:
+            return known
+        seen: set[str] = set()
+        for node_id in isr:
+            if node_id in self.racks:
+                rack = self.racks[node_id]
+                seen.add(NO_RACK if rack is None else rack)
+        racks = self._rack_memo[isr] = tuple(sorted(seen))
+        return racks
+
+    def age(self, now: float, topic: TopicState | None = None) -> float:
+        """Seconds since this topic (or the whole view) was last confirmed."""
+        times = [t for t in (self.refreshed_at, topic.updated_at if topic else None)
+                 if t is not None]
+        return now - max(times) if times else float("inf")
+
+    def rack_names(self) -> set[str]:
+        return {self.rack_of(n) for n in self.brokers}
+
+    def rackless_brokers(self) -> list[int]:
+        return sorted(n for n, b in self.brokers.items() if b.rack is None)
+
+    @property
+    def partition_count(self) -> int:
+        return sum(len(t.partitions) for t in self.topics.values())
+
+
+class ClusterViewStore:
+    """Holds the current view and builds each next one."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        operator_racks: Mapping[int, str] | None = None,
+        operator_racks_override: bool = False,
+    ) -> None:
+        self._clock = clock
+        self._operator_racks = dict(operator_racks or {})
+        self._override = operator_racks_override
+        self._view = ClusterView()
+        self._listeners: list[Callable[[ClusterView, ClusterView], None]] = []
+
+    @property
+    def view(self) -> ClusterView:
+        return self._view
+
+    def subscribe(self, listener: Callable[[ClusterView, ClusterView], None]) -> None:
+        """Call ``listener(old, new)`` after every update."""
+        self._listeners.append(listener)
+
+    def _rack(self, node_id: int, reported: str | None) -> str | None:
+        supplied = self._operator_racks.get(node_id)
+        if supplied is not None and (reported is None or self._override):
+            return supplied
+        return reported
+
+    def apply_metadata(self, snapshot: MetadataSnapshot, full: bool) -> ClusterView:
+        """Merge a Metadata response. ``full``: it listed every topic (the poller's)."""
+        new = self.build(snapshot, full)
+        self.install(new)
+        return new
+
+    def install(self, new: ClusterView) -> ClusterView:
+        """Make ``new`` (from :meth:`build`) the current view; return the one it replaced."""
+        old = self._view
+        self._swap(old, new)
+        return old
+
+    def install_over(self, base: ClusterView, new: ClusterView) -> bool:
+        """Make ``new`` the current view if ``base``, the view it was built on, still is.
+
+        False (and nothing changes) if another update was installed meanwhile: ``new``
+        lacks it and must be built again on the current view.
+        """
+        if self._view is not base:
+            return False
+        self._swap(base, new)
+        return True
+
+    def build(self, snapshot: MetadataSnapshot, full: bool,
+              pause: Callable[[], object] | None = None,
+              base: ClusterView | None = None) -> ClusterView:
+        """The view after merging ``snapshot`` into ``base`` (default: the current view).
+
+        Not installed. Pure with respect to the store (reads only the immutable
+        ``base``), so a large one can be built on a worker thread while the event loop
+        keeps serving; ``pause``, if given, is called between topics and every 1,024
+        partitions.
+        """
+        now = self._clock()
+        old = self._view if base is None else base
+        brokers = {
+            b.node_id: Broker(b.node_id, b.host, b.port, self._rack(b.node_id, b.rack))
+            for b in snapshot.brokers
+        }
+        racks = dict(old.racks)
+        for node_id, broker in brokers.items():
+            racks[node_id] = broker.rack
+        topics = {} if full else dict(old.topics)
+        topic_ids = {} if full else dict(old.topic_ids)
+        for t in snapshot.topics:
+            if t.name is None or t.error_code != 0:
+                if full is False and t.name is not None and t.error_code == 3:
+                    topics.pop(t.name, None)  # UNKNOWN_TOPIC_OR_PARTITION: it is gone
+                continue
+            previous = old.topics.get(t.name)
+            if pause is None or len(t.partitions) <= _CHUNK:
+                partitions = _partition_states(t.partitions)
+            else:
+                partitions = {}
+                for start in range(0, len(t.partitions), _CHUNK):
+                    partitions.update(_partition_states(t.partitions[start:start + _CHUNK]))
+                    pause()
+            topic_id = t.topic_id if t.topic_id and any(t.topic_id) else None
+            topics[t.name] = TopicState(
+                t.name,
+                topic_id,
+                MappingProxyType(partitions),
+                now,
+                previous.min_insync_replicas if previous else None,
+            )
+            if topic_id is not None:
+                topic_ids[topic_id] = t.name
+            if pause is not None:
+                pause()
+        new = ClusterView(
+            brokers=MappingProxyType(brokers),
+            racks=MappingProxyType(racks),
+            topics=MappingProxyType(topics),
+            topic_ids=MappingProxyType(topic_ids),
+            refreshed_at=now if full else old.refreshed_at,
+            cluster_id=snapshot.cluster_id or old.cluster_id,
+        )
+        return new
+
+    def apply_min_insync_replicas(self, values: Mapping[str, int]) -> ClusterView:
+        """Set topics' min.insync.replicas and install the result (always a new view)."""
+        old = self._view
+        new = self.with_min_insync_replicas(values, base=old)
+        if new is old:
+            new = replace(old)
+        self._swap(old, new)
+        return new
+
+    def with_min_insync_replicas(self, values: Mapping[str, int],
+                                 pause: Callable[[], object] | None = None,
+                                 base: ClusterView | None = None) -> ClusterView:
+        """``base`` (default: the current view) with these topics' min.insync.replicas.
+
+        Not installed, and pure like :meth:`build`. Returns ``base`` itself when no
+        value changes (names it does not hold are ignored). ``pause``, if given, is
+        called every 256 topics.
+        """
+        old = self._view if base is None else base
+        current = old.topics
+        changed: dict[str, TopicState] = {}
+        for i, (name, value) in enumerate(values.items()):
+            topic = current.get(name)
+            if topic is not None and topic.min_insync_replicas != value:
+                # Not dataclasses.replace: twice as fast (20,000 topics: ~30 ms with it).
+                changed[name] = TopicState(topic.name, topic.topic_id, topic.partitions,
+                                           topic.updated_at, value)
+            if pause is not None and i % _TOPIC_CHUNK == _TOPIC_CHUNK - 1:
+                pause()
+        if not changed:
+            return old
+        topics = dict(current)
+        topics.update(changed)
+        return replace(old, topics=MappingProxyType(topics))
+
+    def _swap(self, old: ClusterView, new: ClusterView) -> None:
+        self._view = new
+        for listener in self._listeners:
+            listener(old, new)
+
+
+def _partition_states(parts: Sequence[PartitionMetadata]) -> dict[int, PartitionState]:
+    return {
+        p.partition_index: PartitionState(
+            p.leader, p.leader_epoch, p.replicas, p.isr, p.offline_replicas
+        )
+        for p in parts
+    }

@@ -1,0 +1,190 @@
+"""The Produce hook that applies the rack rule to acks=all requests.
+
+acks=0 and acks=1, and every request while no topic needs more than one rack,
+are forwarded after reading only the acks field. Otherwise the request is
+walked (no record bytes copied), the pure policy decides per partition, and:
+- all partitions pass (or observe mode): the original bytes go upstream;
+- all are rejected: the proxy answers itself, nothing goes upstream;
+- mixed: a rewritten request without the rejected partitions goes upstream
+  and the broker's answer is merged with the synthetic errors.
+A request naming a partition the view does not know waits (bounded) for one
+metadata refresh, then is decided on whatever the view holds.
+With a decision ledger (rackguard.proxy.ledger.recorder), every decision is also recorded, and
+the broker's answer to forwarded partitions is read for it; the ledger never
+changes an action.
+
+Invariant: nothing here turns a failed produce into a successful one; a
+rejection is always an error code the client sees for that partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rackguard.protocol.headers import RequestHeader, parse_request_header
+from rackguard.protocol.produce import (
+    PartitionResult,
+    ProduceRequest,
+    TopicKey,
+    drop_partitions,
+    merge_produce_responses,
+    parse_produce_response,
+    peek_acks,
+    walk_produce_request,
+)
+from rackguard.proxy.cluster.view import ClusterView, ClusterViewStore
+from rackguard.proxy.enforce.metrics import EnforcementMetrics
+from rackguard.proxy.enforce.policy import (
+    NOT_ENOUGH_REPLICAS,
+    REJECTING,
+    Decision,
+    RackRule,
+    Verdict,
+    decide,
+    decide_known,
+)
+from rackguard.proxy.relay.connection import Action, ClientInfo, Forward, Reply
+from rackguard.proxy.relay.response_queue import ResponseTransform
+
+if TYPE_CHECKING:
+    from rackguard.proxy.ledger.recorder import DecisionLedger
+
+log = logging.getLogger("rackguard.enforcement")
+
+
+@dataclass(frozen=True, slots=True)
+class EnforcementSettings:
+    rule: RackRule
+    dedicated_code: int | None  # None: compat mode (code 19)
+    observe: bool
+    unknown_wait_s: float
+
+
+class RackEnforcer:
+    def __init__(
+        self,
+        settings: EnforcementSettings,
+        store: ClusterViewStore,
+        refresh: Callable[[], Awaitable[bool]],
+        response_transform: ResponseTransform,
+        metrics: EnforcementMetrics,
+        clock: Callable[[], float],
+        ledger: DecisionLedger | None = None,
+    ) -> None:
+        self.settings = settings
+        self._ledger = ledger  # None: off, and nothing below costs anything
+        self._store = store
+        self._refresh = refresh
+        self._transform = response_transform
+        self._metrics = metrics
+        self._clock = clock
+        self._rule_seen: RackRule | None = None
+        self._rule_enabled = False
+
+    def _enabled(self, rule: RackRule) -> bool:
+        """``rule.enabled``, worked out once per rule object (it is frozen)."""
+        if rule is not self._rule_seen:
+            self._rule_enabled = rule.enabled
+            self._rule_seen = rule
+        return self._rule_enabled
+
+    def replace_settings(self, settings: EnforcementSettings) -> None:
+        """Swap the settings whole (config reload); requests in flight keep theirs."""
+        self.settings = settings
+
+    def __call__(
+        self, client: ClientInfo, frame: memoryview, api_key: int, api_version: int, corr: int
+    ) -> Action | Awaitable[Action]:
+        settings = self.settings
+        rule = settings.rule
+        acks = peek_acks(frame)  # Produce v0-v2 raise: they cannot be checked
+        if acks != -1 or not (
+                self._rule_enabled if rule is self._rule_seen else self._enabled(rule)):
+            return Forward(frame, acks != 0, self._transform)
+        header = parse_request_header(frame)
+        request = walk_produce_request(frame, header)
+        now = self._clock()
+        view = self._store.view
+        decisions = decide_known(request, view, rule, now)
+        if decisions is None:  # the view lacks a partition the request names
+            return self._after_refresh(settings, client, frame, header, request)
+        return self._act(settings, client, frame, header, request, now, view, decisions)
+
+    async def _after_refresh(
+        self,
+        settings: EnforcementSettings,
+        client: ClientInfo,
+        frame: memoryview,
+        header: RequestHeader,
+        request: ProduceRequest,
+    ) -> Action:
+        self._metrics.unknown_partition_refreshes.inc()
+        try:
+            async with asyncio.timeout(settings.unknown_wait_s):
+                refreshed = await asyncio.shield(self._refresh())
+        except TimeoutError:
+            refreshed = False
+        if not refreshed:
+            log.info("metadata refresh for an unknown partition failed or took longer than "
+                     "%.1fs: deciding as on stale metadata", settings.unknown_wait_s)
+        now = self._clock()
+        view = self._store.view
+        decisions = decide(request, view, settings.rule, now, unknown_verified=refreshed)
+        return self._act(settings, client, frame, header, request, now, view, decisions)
+
+    def _act(
+        self,
+        settings: EnforcementSettings,
+        client: ClientInfo,
+        frame: memoryview,
+        header: RequestHeader,
+        request: ProduceRequest,
+        now: float,
+        view: ClusterView,
+        decisions: list[Decision],
+    ) -> Action:
+        observe = settings.observe
+        self._metrics.record(decisions, observe, client)
+        pending = None
+        if self._ledger is not None:
+            pending = self._ledger.record(client, header, request, frame, decisions, view,
+                                          observe, settings.dedicated_code, now)
+        if observe or not (rejected := [d for d in decisions if d.verdict in REJECTING]):
+            transform = self._transform
+            return Forward(frame, True, pending.wrap(transform) if pending else transform)
+        synthetic = {(d.topic_key, d.partition): self._result(d, settings) for d in rejected}
+        if len(rejected) == len(decisions):
+            return Reply(merge_produce_responses(
+                header.api_version, header.correlation_id, request, None, synthetic))
+        keys: set[tuple[TopicKey, int]] = set(synthetic)
+        forwarded = drop_partitions(frame, header, request, keys)
+        merger = self._merger(header, request, synthetic)
+        return Forward(forwarded, True, pending.wrap(merger) if pending else merger)
+
+    def _merger(
+        self,
+        header: RequestHeader,
+        request: ProduceRequest,
+        synthetic: dict[tuple[TopicKey, int], PartitionResult],
+    ) -> ResponseTransform:
+        transform = self._transform
+
+        def merge(frame: memoryview, version: int) -> object:
+            upstream = parse_produce_response(frame, version)
+            merged = merge_produce_responses(
+                version, header.correlation_id, request, upstream, synthetic)
+            return transform(memoryview(merged), version)
+
+        return merge
+
+    @staticmethod
+    def _result(decision: Decision, settings: EnforcementSettings) -> PartitionResult:
+        code = NOT_ENOUGH_REPLICAS
+        if decision.verdict is Verdict.NOT_ENOUGH_RACKS and settings.dedicated_code is not None:
+            code = settings.dedicated_code
+        return PartitionResult(index=decision.partition, error_code=code,
+                               error_message=decision.message())

@@ -1,0 +1,238 @@
+"""The proxy server: listeners, upstream connections, graceful stop.
+
+One bootstrap listener, plus one listener per broker node id at
+``broker_port_base + node_id``, opened on demand the first time a response
+names the node. A client of the bootstrap listener is paired with a connection
+to one of the configured upstream bootstrap servers; a client of node N's
+listener with a connection to broker N's upstream address.
+
+Invariants: this module and ``connection.py`` are the only places that touch
+sockets; protocol decisions are made by hooks handed to the connections. All
+connections of one server read into one :class:`~rackguard.protocol.framing.ReadMemory`,
+so a server belongs to one event loop (one thread).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+
+from rackguard.protocol.api_versions import MAX_VERSION as API_VERSIONS_MAX
+from rackguard.protocol.api_versions import PROXY_VERSION_CAPS, unsupported_version_response
+from rackguard.protocol.apis import ApiKey
+from rackguard.protocol.framing import ReadMemory
+from rackguard.protocol.produce import peek_acks
+from rackguard.protocol.produce_response import FIRST_LEADER_HINT_VERSION
+from rackguard.proxy.ops.metrics import ProxyMetrics
+from rackguard.proxy.relay.addressing import AddressBook, AddressRewriter
+from rackguard.proxy.relay.connection import (
+    Action,
+    ClientConnection,
+    ClientInfo,
+    Forward,
+    Hooks,
+    Limits,
+    Reply,
+    RequestHook,
+    UpstreamConnection,
+)
+from rackguard.proxy.settings import Settings
+
+log = logging.getLogger("rackguard.server")
+
+BOOTSTRAP = "bootstrap"
+
+
+class ProxyServer:
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: ProxyMetrics | None = None,
+        produce_hook: RequestHook | None = None,
+        metadata_observers: Iterable[Callable[[memoryview, int], None]] = (),
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics if metrics is not None else ProxyMetrics()
+        self.book = AddressBook()
+        self._upstreams = settings.upstream_addresses()
+        if not self._upstreams:
+            raise ValueError("no upstream bootstrap address configured")
+        self._next_upstream = 0
+        self._servers: dict[int | str, asyncio.Server] = {}
+        self._binding: dict[int, asyncio.Future[None]] = {}
+        self._connections: set[ClientConnection] = set()
+        self._limits = Limits(settings.max_frame_size, settings.write_high_water)
+        # What every connection reads into: a scratch buffer for small frames (copied
+        # out before the read returns) and a pool of large frame buffers (one event loop).
+        self._read_memory = ReadMemory()
+        self.rewriter = AddressRewriter(
+            self.book,
+            settings.advertised,
+            settings.broker_port,
+            self.has_listener,
+            self.ensure_listeners,
+            self.metrics,
+            metadata_observers,
+        )
+        rewriters = self.rewriter.transforms()
+        self.produce_transform = rewriters[ApiKey.PRODUCE]
+        # ApiVersions responses are capped by the transform its request hook names.
+        rewriters.pop(ApiKey.API_VERSIONS, None)
+        self._hooks = Hooks(
+            request_hooks={
+                ApiKey.PRODUCE: produce_hook or self.forward_produce,
+                ApiKey.API_VERSIONS: self.negotiate_api_versions,
+            },
+            response_rewriters=rewriters,
+            max_versions={key: cap for key, cap in PROXY_VERSION_CAPS.items()
+                          if key != ApiKey.API_VERSIONS},
+        )
+        self._stopping = False
+
+    def set_produce_hook(self, hook: RequestHook) -> None:
+        """Install the Produce hook (before ``start``: connections keep the hooks they got)."""
+        self._hooks = replace(
+            self._hooks, request_hooks={**self._hooks.request_hooks, ApiKey.PRODUCE: hook})
+
+    # ----- hooks
+    def forward_produce(
+        self, client: ClientInfo, frame: memoryview, api_key: int, api_version: int, corr: int
+    ) -> Action:
+        """Produce with no policy: forward as is; acks=0 expects no response.
+
+        Before v10 a Produce response carries no broker address, so it needs no
+        transform (the address rewriter would hand it back untouched)."""
+        return Forward(frame, peek_acks(frame) != 0,
+                       self.produce_transform if api_version >= FIRST_LEADER_HINT_VERSION
+                       else None)
+
+    def negotiate_api_versions(
+        self, client: ClientInfo, frame: memoryview, api_key: int, api_version: int, corr: int
+    ) -> Action:
+        """A newer ApiVersions than the proxy reads is answered as a broker would: with
+        UNSUPPORTED_VERSION in v0 format, and the client retries with a version it names."""
+        if api_version > API_VERSIONS_MAX:
+            return Reply(unsupported_version_response(corr))
+        return Forward(frame, True, self.rewriter.api_versions)
+
+    # ----- listeners
+    @property
+    def bootstrap_port(self) -> int:
+        server = self._servers[BOOTSTRAP]
+        return int(server.sockets[0].getsockname()[1])
+
+    def has_listener(self, node_id: int) -> bool:
+        return node_id in self._servers
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(
+            lambda: self._new_client(BOOTSTRAP),
+            self.settings.listen_host,
+            self.settings.bootstrap_port,
+            reuse_address=True,
+        )
+        self._servers[BOOTSTRAP] = server
+        log.info("bootstrap listener on %s:%d, upstream %s", self.settings.listen_host,
+                 self.settings.bootstrap_port,
+                 ",".join(f"{h}:{p}" for h, p in self._upstreams))
+
+    async def ensure_listeners(self, node_ids: list[int]) -> None:
+        await asyncio.gather(*(self._ensure_listener(n) for n in node_ids))
+
+    async def _ensure_listener(self, node_id: int) -> None:
+        if node_id in self._servers:
+            return
+        pending = self._binding.get(node_id)
+        if pending is None:
+            pending = asyncio.ensure_future(self._bind(node_id))
+            self._binding[node_id] = pending
+        await asyncio.shield(pending)
+
+    async def _bind(self, node_id: int) -> None:
+        port = self.settings.broker_port(node_id)
+        loop = asyncio.get_running_loop()
+        try:
+            server = await loop.create_server(
+                lambda: self._new_client(f"node-{node_id}"),
+                self.settings.listen_host,
+                port,
+                reuse_address=True,
+            )
+        except OSError as exc:
+            self._binding.pop(node_id, None)
+            log.error("cannot open the listener for broker %d on %s:%d: %s", node_id,
+                      self.settings.listen_host, port, exc)
+            raise
+        self._servers[node_id] = server
+        self._binding.pop(node_id, None)
+        log.info("listener for broker %d on %s:%d", node_id, self.settings.listen_host, port)
+
+    # ----- connections
+    def _new_client(self, listener: str) -> ClientConnection:
+        conn = ClientConnection(
+            listener, self._connect_upstream, self._hooks, self._limits, self.metrics,
+            self._client_closed, self._read_memory,
+        )
+        self._connections.add(conn)
+        self.metrics.connections_open.labels(listener).inc()
+        self.metrics.connections_total.labels(listener).inc()
+        return conn
+
+    def _client_closed(self, conn: ClientConnection) -> None:
+        if conn in self._connections:
+            self._connections.discard(conn)
+            self.metrics.connections_open.labels(conn.listener).dec()
+
+    async def _connect_upstream(self, client: ClientConnection) -> asyncio.Transport:
+        if client.listener == BOOTSTRAP:
+            candidates = self._bootstrap_order()
+        else:
+            node_id = int(client.listener.removeprefix("node-"))
+            address = self.book.get(node_id)
+            if address is None:
+                raise ConnectionError(f"address of broker {node_id} is not known yet")
+            candidates = [address]
+        loop = asyncio.get_running_loop()
+        timeout = self.settings.connect_timeout_ms / 1000
+        errors = []
+        for host, port in candidates:
+            try:
+                async with asyncio.timeout(timeout):  # (3.11's wait_for can lose a cancel)
+                    transport, _ = await loop.create_connection(
+                        lambda: UpstreamConnection(client),
+                        host, port,
+                    )
+                return transport
+            except (TimeoutError, OSError) as exc:
+                errors.append(f"{host}:{port}: {exc or 'timeout'}")
+        raise ConnectionError("; ".join(errors))
+
+    def _bootstrap_order(self) -> list[tuple[str, int]]:
+        start = self._next_upstream
+        self._next_upstream = (start + 1) % len(self._upstreams)
+        return self._upstreams[start:] + self._upstreams[:start]
+
+    # ----- stop
+    async def stop(self, timeout: float | None = None) -> None:
+        """Stop accepting, let in-flight requests finish (up to ``timeout``), close all."""
+        if self._stopping:
+            return
+        self._stopping = True
+        timeout = self.settings.shutdown_timeout_ms / 1000 if timeout is None else timeout
+        for server in self._servers.values():
+            server.close()
+        deadline = time.monotonic() + timeout
+        while any(not c.idle for c in self._connections) and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        busy = sum(1 for c in self._connections if not c.idle)
+        if busy:
+            log.warning("stop: closing %d connection(s) with requests still in flight", busy)
+        for conn in list(self._connections):
+            conn.close()
+        for server in self._servers.values():
+            await server.wait_closed()
+        log.info("stopped")
