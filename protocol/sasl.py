@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rackguard.protocol._wire import check_frame, guard
+from rackguard.protocol._wire import check_frame, expect_end, guard
 from rackguard.protocol.headers import parse_request_header
 from rackguard.protocol.primitives import (
     Buffer,
@@ -26,6 +26,7 @@ from rackguard.protocol.primitives import (
     read_int64,
     read_string,
     skip_string,
+    skip_tagged_fields,
 )
 
 SASL_HANDSHAKE = 17
@@ -79,6 +80,9 @@ def _authenticate(frame: Buffer, version: int) -> tuple[int, str | None, tuple[i
     lifetime = 0
     if version >= 1:
         lifetime, pos = read_int64(frame, pos)
+    if compact:
+        pos = skip_tagged_fields(frame, pos)
+    expect_end(frame, pos)
     return error, message, span, lifetime
 
 
@@ -109,4 +113,5 @@ def read_handshake_response(frame: Buffer, version: int) -> tuple[int, tuple[str
         pos = skip_string(frame, pos, False)
         name, _ = read_string(frame, start, False)
         names.append(name or "")
+    expect_end(frame, pos)
     return error, tuple(names)

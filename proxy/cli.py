@@ -141,8 +141,13 @@ def run_loop(main: Coroutine[Any, Any, int]) -> int:
 
 async def _serve(settings: Settings, load: Callable[[], Settings]) -> int:
     from rackguard.proxy.app import Rackguard, StartupError
+    from rackguard.proxy.security.tls import TlsError
 
-    app = Rackguard(settings)
+    try:
+        app = Rackguard(settings)
+    except TlsError as exc:
+        print(f"rackguard: refusing to start: TLS: {exc}", file=sys.stderr)
+        return 2
     try:
         await app.run_until_signalled(load)
     except StartupError as exc:

@@ -8,6 +8,9 @@ touches cluster state. Node ids are unique and ports are either explicit or 0
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from rackguard.simulator.sasl import SaslUsers
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,12 @@ class SimulatorConfig:
     # group.initial.rebalance.delay.ms; Kafka's default is 3000, tests want it short.
     group_initial_rebalance_delay_ms: int = 50
     control_port: int | None = None
+    # TLS on every broker listener (PEM files; a client CA requires client certificates)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    # SASL on every broker listener (None: no authentication)
+    sasl: SaslUsers | None = None
 
     def __post_init__(self) -> None:
         ids = [b.node_id for b in self.brokers]

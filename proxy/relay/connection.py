@@ -16,8 +16,14 @@ Invariants:
 - bytes of a request that no hook claims are forwarded as they arrived;
 - backpressure both ways: while one side's write buffer is above the high
   water mark, the other side is not read;
-- bad input on either side closes this pair only, with one log line naming the
-  peer and the reason, and one counter raised;
+- bad input on either side closes this pair only, with one counter raised and
+  one log line naming the peer and the reason (rate-limited: further ones from
+  the same address and for the same reason are summarised with a count);
+- with SASL relayed (:class:`Guards.sasl`), a request other than ApiVersions,
+  SaslHandshake and SaslAuthenticate is neither read nor forwarded until the
+  broker has authenticated the client (:mod:`rackguard.proxy.security.client_guard`);
+- a connection refused by a limit is closed at once; one that has not completed
+  a request within ``first_request_timeout_s`` is closed as bad input;
 - when the broker disconnects, the client is disconnected too (in-flight
   requests have no answer; the client reconnects through metadata).
 """
@@ -37,6 +43,7 @@ from rackguard.protocol.framing import FrameSplitter, ReadMemory
 from rackguard.protocol.headers import peek_request, response_correlation_id
 from rackguard.protocol.primitives import ProtocolError
 from rackguard.proxy.relay.response_queue import ResponseQueue, ResponseTransform
+from rackguard.proxy.security.client_guard import ClientGuard, Refuse
 
 if TYPE_CHECKING:
     from rackguard.proxy.ops.metrics import ProxyMetrics
@@ -106,6 +113,22 @@ class Limits:
     high_water: int
 
 
+def _log_bad_input(host: str, reason: str, message: str) -> None:
+    log.warning("%s", message)
+
+
+@dataclass(frozen=True, slots=True)
+class Guards:
+    """What a client connection must pass besides well-formed frames."""
+
+    sasl: bool = False  # the brokers authenticate clients: screen until they have
+    first_request_timeout_s: float | None = None
+    # client address -> None (admitted: released through on_closed) or the refusing limit
+    admit: Callable[[str], str | None] = lambda host: None
+    # (client address, reason, message): the rate-limited bad-input log
+    report: Callable[[str, str, str], None] = _log_bad_input
+
+
 class ClientConnection(asyncio.BufferedProtocol):
     def __init__(
         self,
@@ -116,8 +139,13 @@ class ClientConnection(asyncio.BufferedProtocol):
         metrics: ProxyMetrics,
         on_closed: Callable[[ClientConnection], None],
         read_memory: ReadMemory | None = None,
+        guards: Guards | None = None,
     ) -> None:
         self.listener = listener
+        self._guards = guards = guards if guards is not None else Guards()
+        self._guard: ClientGuard | None = ClientGuard() if guards.sasl else None
+        self._first_request: asyncio.TimerHandle | None = None
+        self.admitted: str | None = None  # the address counted by the limits, if any
         self._connect_upstream = connect_upstream
         self._hooks = hooks
         self._limits = limits
@@ -144,6 +172,20 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._transport = cast(asyncio.Transport, transport)  # uvloop's is duck-typed
         peer = transport.get_extra_info("peername")
         self.info = ClientInfo(f"{peer[0]}:{peer[1]}" if peer else "?", self.listener)
+        host = str(peer[0]) if peer else "?"
+        refusal = self._guards.admit(host)
+        if refusal is not None:
+            self._closed = True
+            self._metrics.connections_refused.labels(refusal).inc()
+            self._guards.report(host, refusal, f"refusing client {self.info.peer} on "
+                                f"{self.listener}: {refusal.replace('_', ' ')} reached")
+            self._transport.abort()
+            return
+        self.admitted = host
+        timeout = self._guards.first_request_timeout_s
+        if timeout is not None:
+            self._first_request = asyncio.get_running_loop().call_later(
+                timeout, self._no_first_request, timeout)
         self._transport.set_write_buffer_limits(high=self._limits.high_water)
         self._pause_client("connecting")
         self._spawn(self._open_upstream())
@@ -165,6 +207,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._holding = False
         self._release_held()
         self._resume_client("connecting")
+
+    def _no_first_request(self, timeout: float) -> None:
+        self._first_request = None
+        self._bad_input("client", "no_request", ProtocolError(
+            f"no complete request within {timeout:g} s of connecting"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._client_gone = True
@@ -194,6 +241,9 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _shutdown(self) -> None:
         self._closed = True
+        if self._first_request is not None:
+            self._first_request.cancel()
+            self._first_request = None
         upstream = self._upstream
         if upstream is not None and not upstream.is_closing():
             # known from any connection: a client may send its acks=0 produces and leave
@@ -237,6 +287,9 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         if not frames:
             return
+        if self._first_request is not None:
+            self._first_request.cancel()
+            self._first_request = None
         for frame in frames:
             if self._closed:
                 return
@@ -272,6 +325,16 @@ class ClientConnection(asyncio.BufferedProtocol):
                 f"{api_name(api_key)} v{api_version} (the proxy reads up to v{highest}, "
                 "as its ApiVersions answer says)"))
             return
+        guard = self._guard
+        if guard is not None and not guard.open:
+            verdict = guard.screen(api_key, api_version, frame)
+            if isinstance(verdict, Refuse):
+                self._bad_input("client", verdict.reason, ProtocolError(verdict.detail))
+                return
+            if verdict is not None:  # SASL: forwarded unchanged, never read
+                self._apply(Forward(frame, True, guard.answered if verdict.reads_answer
+                                    else None), api_key, api_version, corr)
+                return
         hook = hooks.request_hooks.get(api_key)
         if hook is None:
             self._apply(Forward(frame, True, hooks.response_rewriters.get(api_key)),
@@ -429,8 +492,11 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         self._metrics.bad_frames.labels(side, reason).inc()
         peer = self.info.peer if side == "client" else f"broker behind {self.listener}"
-        log.warning("closing connection of client %s on %s: %s from %s: %s",
-                    self.info.peer, self.listener, reason.replace("_", " "), peer, exc)
+        source = self.info.peer.rpartition(":")[0] or self.info.peer
+        if side != "client":
+            source = f"broker behind {self.listener}"
+        self._guards.report(source, reason, f"closing connection of client {self.info.peer} "
+                            f"on {self.listener}: {reason.replace('_', ' ')} from {peer}: {exc}")
         self.close()
 
     def _spawn(self, coro: Awaitable[None]) -> None:

@@ -5,7 +5,15 @@ Invariant: HANDLERS has exactly the API keys of rackguard.simulator.versions.SUP
 
 from __future__ import annotations
 
-from rackguard.simulator.handlers import admin, fetch, group_apis, meta, produce, txn_apis
+from rackguard.simulator.handlers import (
+    admin,
+    fetch,
+    group_apis,
+    meta,
+    produce,
+    sasl_apis,
+    txn_apis,
+)
 from rackguard.simulator.handlers.base import Ctx, Handler
 from rackguard.simulator.versions import SUPPORTED
 
@@ -23,6 +31,7 @@ HANDLERS: dict[int, Handler] = {
     14: group_apis.sync_group,
     15: group_apis.describe_groups,
     16: group_apis.list_groups,
+    17: sasl_apis.sasl_handshake,
     18: meta.api_versions,
     19: admin.create_topics,
     20: admin.delete_topics,
@@ -33,6 +42,7 @@ HANDLERS: dict[int, Handler] = {
     28: txn_apis.txn_offset_commit,
     32: admin.describe_configs,
     33: admin.alter_configs,
+    36: sasl_apis.sasl_authenticate,
     44: admin.incremental_alter_configs,
     60: meta.describe_cluster,
 }

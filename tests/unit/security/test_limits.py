@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 
 import pytest
-
 from rackguard.proxy.security.bad_input_log import OTHER, BadInputLog
 from rackguard.proxy.security.limits import ConnectionLimits
 

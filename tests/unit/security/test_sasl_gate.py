@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from rackguard.protocol.sasl import AuthenticateOutcome
 from rackguard.proxy.security.sasl_gate import SaslGate
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 import scramp
-
 from rackguard.proxy.security.sasl_login import SaslCredentials, SaslLogin, SaslLoginError
 
 

@@ -8,7 +8,6 @@ import ssl
 from pathlib import Path
 
 import pytest
-
 from rackguard.proxy.security.reload import ReloadingServerContext
 from rackguard.proxy.security.tls import (
     ServerTls,
@@ -17,6 +16,7 @@ from rackguard.proxy.security.tls import (
     server_context,
     upstream_context,
 )
+
 from tests.tls_certs import Pki, make_pki
 
 

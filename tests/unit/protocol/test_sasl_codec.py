@@ -18,7 +18,6 @@ from kafka.protocol.sasl import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
-
 from rackguard.protocol.headers import response_frame
 from rackguard.protocol.primitives import ProtocolError
 from rackguard.protocol.sasl import (
