@@ -20,12 +20,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import scramp
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
 from rackguard.simulator.sasl import SaslUsers
 from rackguard.simulator.threaded import ThreadedCluster
 
 from tests.tls_certs import Pki, make_pki
 
+from .harness import wire
 from .harness.ports import free_port_block
 from .kip_support import NODE_IDS, RACKS, KipProxy
 
@@ -56,9 +64,9 @@ class Secured:
     def client_ssl(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.proxy_pki.ca_file))
 
+    # client settings, without the bootstrap address (``proxy.bootstrap``)
     def kafka_python(self, user: str = "alice", password: str | None = None) -> dict[str, Any]:
-        cfg: dict[str, Any] = {"bootstrap_servers": self.proxy.bootstrap,
-                               "security_protocol": self.protocol}
+        cfg: dict[str, Any] = {"security_protocol": self.protocol}
         if self.tls:
             cfg["ssl_cafile"] = str(self.proxy_pki.ca_file)
         if self.sasl:
@@ -67,8 +75,7 @@ class Secured:
         return cfg
 
     def aiokafka(self, user: str = "alice") -> dict[str, Any]:
-        cfg: dict[str, Any] = {"bootstrap_servers": self.proxy.bootstrap,
-                               "security_protocol": self.protocol}
+        cfg: dict[str, Any] = {"security_protocol": self.protocol}
         if self.tls:
             cfg["ssl_context"] = self.client_ssl()
         if self.sasl:
@@ -77,8 +84,7 @@ class Secured:
         return cfg
 
     def librdkafka(self, user: str = "alice", password: str | None = None) -> dict[str, Any]:
-        cfg: dict[str, Any] = {"bootstrap.servers": self.proxy.bootstrap,
-                               "security.protocol": self.protocol}
+        cfg: dict[str, Any] = {"security.protocol": self.protocol}
         if self.tls:
             cfg["ssl.ca.location"] = str(self.proxy_pki.ca_file)
         if self.sasl:
@@ -99,9 +105,61 @@ class Secured:
                 f'username="{user}" password="{USERS[user]}";')
         return cfg
 
+    def settings(self, client: str, user: str = "alice") -> dict[str, Any]:
+        return {"kafka-python": self.kafka_python, "aiokafka": self.aiokafka,
+                "confluent-kafka": self.librdkafka}[client](user)
+
+    def raw(self, address: tuple[str, int] | None = None) -> wire.RawKafkaConnection:
+        """A lock-step connection to the proxy (its bootstrap port unless ``address``)."""
+        host, port = address or (self.proxy.listen_host, self.proxy.bootstrap_port)
+        return TlsRawConnection(host, port, self.client_ssl() if self.tls else None)
+
     def stop(self) -> None:
         self.proxy.stop()
         self.cluster.stop()
+
+
+class TlsRawConnection(wire.RawKafkaConnection):
+    """The harness's raw connection, over TLS when given a context."""
+
+    def __init__(self, host: str, port: int, ctx: ssl.SSLContext | None,
+                 timeout: float = 10.0) -> None:
+        super().__init__(host, port, timeout)
+        if ctx is not None:
+            self.sock = ctx.wrap_socket(self.sock, server_hostname=host)
+
+    def closed_by_peer(self) -> bool:
+        """True when the peer has closed the connection (no bytes left to read)."""
+        try:
+            return self.sock.recv(1) == b""
+        except (ConnectionError, ssl.SSLError):
+            return True
+
+
+def sasl_login(conn: wire.RawKafkaConnection, user: str, password: str,
+               mechanism: str = CLIENT_MECHANISM) -> list[Any]:
+    """A client's own SASL exchange on ``conn`` (SaslHandshake v1, SaslAuthenticate v2),
+    stopping at the first refusal; the decoded SaslAuthenticate responses."""
+    handshake = SaslHandshakeRequest(version=1, mechanism=mechanism)
+    _, answer = conn.request(handshake, SaslHandshakeResponse, 1)
+    assert answer.error_code == 0, answer
+    answers = []
+    if mechanism == "PLAIN":
+        tokens = [b"\0" + user.encode() + b"\0" + password.encode()]
+        _, resp = conn.request(SaslAuthenticateRequest(version=2, auth_bytes=tokens[0]),
+                               SaslAuthenticateResponse, 2)
+        return [resp]
+    scram = scramp.ScramClient([mechanism], user, password)
+    _, first = conn.request(SaslAuthenticateRequest(
+        version=2, auth_bytes=scram.get_client_first().encode()), SaslAuthenticateResponse, 2)
+    answers.append(first)
+    if first.error_code:
+        return answers
+    scram.set_server_first(bytes(first.auth_bytes).decode())
+    _, final = conn.request(SaslAuthenticateRequest(
+        version=2, auth_bytes=scram.get_client_final().encode()), SaslAuthenticateResponse, 2)
+    answers.append(final)
+    return answers
 
 
 def start_secured(protocol: str, directory: Path, *topics: TopicSpec,
