@@ -82,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = commands.add_parser(
         "serve",
+        # no abbreviations: "--sasl-password SECRET" must not pass as --sasl-password-file
+        allow_abbrev=False,
         help="run the proxy in front of a Kafka cluster",
         description="Run the proxy. Every setting can also come from the environment "
         "(RACKGUARD_<NAME>) or a TOML file (--config); flags win over both.",
