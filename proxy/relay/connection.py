@@ -140,6 +140,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         on_closed: Callable[[ClientConnection], None],
         read_memory: ReadMemory | None = None,
         guards: Guards | None = None,
+        on_open: Callable[[ClientConnection], None] = lambda conn: None,
     ) -> None:
         self.listener = listener
         self._guards = guards = guards if guards is not None else Guards()
@@ -151,6 +152,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._limits = limits
         self._metrics = metrics
         self._on_closed = on_closed
+        self._on_open = on_open  # called once the connection is up (after a TLS handshake)
         self._read_memory = read_memory if read_memory is not None else ReadMemory()
         self._splitter = FrameSplitter(limits.max_frame_size, self._read_memory)
         self._queue = ResponseQueue()
@@ -170,6 +172,7 @@ class ClientConnection(asyncio.BufferedProtocol):
     # ----- lifecycle
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's is duck-typed
+        self._on_open(self)
         peer = transport.get_extra_info("peername")
         self.info = ClientInfo(f"{peer[0]}:{peer[1]}" if peer else "?", self.listener)
         host = str(peer[0]) if peer else "?"

@@ -213,12 +213,15 @@ class ProxyServer:
     def _new_client(self, listener: str) -> ClientConnection:
         conn = ClientConnection(
             listener, self._connect_upstream, self._hooks, self._limits, self.metrics,
-            self._client_closed, self._read_memory, self._guards,
+            self._client_closed, self._read_memory, self._guards, self._client_opened,
         )
-        self._connections.add(conn)
-        self.metrics.connections_open.labels(listener).inc()
-        self.metrics.connections_total.labels(listener).inc()
         return conn
+
+    def _client_opened(self, conn: ClientConnection) -> None:
+        # not before: a TLS handshake that fails never reaches the connection (nor its close)
+        self._connections.add(conn)
+        self.metrics.connections_open.labels(conn.listener).inc()
+        self.metrics.connections_total.labels(conn.listener).inc()
 
     def _client_closed(self, conn: ClientConnection) -> None:
         if conn in self._connections:
