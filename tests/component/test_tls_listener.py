@@ -51,3 +51,16 @@ async def test_mtls_listener(make_proxy, tmp_path: Path) -> None:  # type: ignor
     assert not server._connections
     assert server.metrics.registry.get_sample_value(
         "rackguard_connections_open", {"listener": "bootstrap"}) == 0
+
+
+async def test_a_handshake_that_never_comes_is_dropped(make_proxy, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    server_pki = make_pki(tmp_path, "proxy")
+    server, _ = await make_proxy(
+        lambda req: [echo_response(req.correlation_id)],
+        settings={"tls_cert": str(server_pki.cert), "tls_key": str(server_pki.key),
+                  "first_request_timeout_ms": 300})
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.bootstrap_port)
+    try:  # plain TCP, no ClientHello: the proxy gives up after the timeout
+        assert await asyncio.wait_for(reader.read(1), 10) == b""
+    finally:
+        writer.close()

@@ -70,3 +70,16 @@ def test_what_each_protocol_turns_on() -> None:
     sasl = load_settings(SASL, env={"RACKGUARD_SASL_PASSWORD": "pw"})
     assert relays_client_sasl(sasl) and upstream_tls(sasl) is not None
     assert upstream_tls(sasl).check_hostname  # type: ignore[union-attr]
+
+
+def test_an_unusable_certificate_refuses_the_start_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rackguard.proxy.cli import _serve, run_loop
+
+    missing = tmp_path / "missing.pem"
+    settings = load_settings({**BASE, "bootstrap_port": 0, "tls_cert": str(missing),
+                              "tls_key": str(missing)}, env={})
+    code = run_loop(_serve(settings, lambda: settings))  # as `rackguard serve` runs it
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().count("\n") == 0 and str(missing) in err and "TLS" in err
