@@ -98,6 +98,7 @@ listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=\
 org.apache.kafka.common.security.scram.ScramLoginModule required;
 ssl.keystore.type=PEM
 ssl.keystore.location={keystore}
+connections.max.reauth.ms={reauth_ms}
 """
 _CONTROLLER = """
 process.roles=controller
@@ -168,6 +169,7 @@ class ClusterSecurity:
 
     keystore: Path
     users: dict[str, str]
+    reauth_ms: int = 0  # connections.max.reauth.ms (KIP-368); 0: no session lifetime
 
 
 def _zombie(pid: int) -> bool:
@@ -242,7 +244,8 @@ class KafkaCluster:
             values = {"controller": CONTROLLER_ID, "controller_port": self.controller.port,
                       "data": n.directory / "data", "node_id": n.node_id, "rack": n.rack,
                       "port": n.port, "secure_port": n.secure_port,
-                      "keystore": self.security.keystore if self.security else None}
+                      "keystore": self.security.keystore if self.security else None,
+                      "reauth_ms": self.security.reauth_ms if self.security else 0}
             body = (_BROKER if n.rack else _CONTROLLER).format(**values)
             if self.security is not None and n.rack is not None:
                 body += _SECURE.format(**values)

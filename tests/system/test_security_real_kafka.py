@@ -14,6 +14,8 @@ racks than exist) still refuses acks=all for an authenticated client.
 from __future__ import annotations
 
 import ssl
+import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +24,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
+from tests.integration.harness.ports import free_port
 from tests.integration.harness.procs import RackguardProxy
 from tests.integration.kip_support import RACKS_PREFIX, raw_produce
 from tests.integration.security_support import TlsRawConnection, sasl_login
@@ -30,6 +33,7 @@ from tests.system.cluster import BROKER_RACKS, ClusterSecurity, KafkaCluster
 from tests.tls_certs import Pki, make_pki
 
 USERS = {"alice": "alice-secret", "rackguard": "proxy-secret"}
+REAUTH_MS = 4000  # the brokers' session lifetime: clients re-authenticate (KIP-368)
 SASL_AUTHENTICATION_FAILED = 58
 NOT_ENOUGH_REPLICAS = 19
 
@@ -40,6 +44,18 @@ class SecureRig:
     proxy: RackguardProxy
     proxy_pki: Pki
     broker_pki: Pki
+    metrics_port: int
+
+    def metric(self, name: str, labels: dict[str, str]) -> float:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics") as r:
+            text = r.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == name and sample.labels == labels:
+                    return float(sample.value)
+        return 0.0
 
     def client_ssl(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.proxy_pki.ca_file))
@@ -70,8 +86,9 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureRig]:
     broker_pki = make_pki(work, "brokers")
     proxy_pki = make_pki(work, "proxy")
     cluster = KafkaCluster.create(work, security=ClusterSecurity(
-        _keystore(broker_pki, work), dict(USERS)))
+        _keystore(broker_pki, work), dict(USERS), reauth_ms=REAUTH_MS))
     cluster.start()
+    metrics_port = free_port()
     secret = work / "proxy-password"
     secret.write_text(USERS["rackguard"])
     proxy = RackguardProxy(cluster.secure_bootstrap, work, tuple(BROKER_RACKS), (
@@ -79,10 +96,11 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureRig]:
         "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-username", "rackguard",
         "--sasl-password-file", str(secret),
         "--tls-cert", str(proxy_pki.cert), "--tls-key", str(proxy_pki.key),
-        "--metadata-refresh-interval-ms", "500", "--topic-min-insync-racks", "strict=4"))
+        "--metadata-refresh-interval-ms", "500", "--topic-min-insync-racks", "strict=4",
+        "--metrics-port", str(metrics_port)))
     try:
         proxy.start(timeout=60)
-        yield SecureRig(cluster, proxy, proxy_pki, broker_pki)
+        yield SecureRig(cluster, proxy, proxy_pki, broker_pki, metrics_port)
     finally:
         proxy.stop()
         cluster.stop()
@@ -152,3 +170,34 @@ def test_the_rack_rule_applies_to_an_authenticated_client(secure: SecureRig) -> 
         results = raw_produce(conn, [("strict", 0, [b"refused"])])
     assert [r.error_code for r in results] == [NOT_ENOUGH_REPLICAS]
     assert (results[0].error_message or "").startswith(RACKS_PREFIX)
+
+
+def test_reauthentication_passes_through_on_open_connections(secure: SecureRig) -> None:
+    """The brokers end a session after REAUTH_MS unless the client re-authenticates on the
+    same connection: a producer going for three lifetimes re-authenticates through the
+    proxy, and none of its records fails."""
+    from confluent_kafka import Producer
+
+    producer = Producer({**secure.librdkafka(), "acks": -1, "enable.idempotence": True,
+                         "message.timeout.ms": 30000, "linger.ms": 5})
+    errors: list[object] = []
+    authenticate = {"api": "SaslAuthenticate"}
+    producer.produce("reauth", b"first", on_delivery=lambda err, msg: errors.append(err))
+    assert producer.flush(60) == 0
+    logins = secure.metric("rackguard_requests_total", authenticate)
+    connections = secure.metric("rackguard_connections_total", {"listener": "bootstrap"}) + \
+        sum(secure.metric("rackguard_connections_total", {"listener": f"node-{n}"})
+            for n in BROKER_RACKS)
+    deadline = time.monotonic() + 3 * REAUTH_MS / 1000
+    while time.monotonic() < deadline:
+        producer.produce("reauth", b"v", on_delivery=lambda err, msg: errors.append(err))
+        producer.poll(0.1)
+    assert producer.flush(60) == 0
+    assert set(errors) == {None}
+    after = secure.metric("rackguard_connections_total", {"listener": "bootstrap"}) + \
+        sum(secure.metric("rackguard_connections_total", {"listener": f"node-{n}"})
+            for n in BROKER_RACKS)
+    # SCRAM takes two SaslAuthenticate rounds per login: more than the new connections
+    # (a partition on another leader) account for were re-authentications of open ones
+    new_logins = secure.metric("rackguard_requests_total", authenticate) - logins
+    assert new_logins > 2 * (after - connections), (new_logins, after - connections)
