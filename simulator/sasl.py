@@ -60,6 +60,11 @@ class SaslSession:
         self._scram: Any = None
         self._scram_user: str | None = None
 
+    @property
+    def _completed(self) -> bool:
+        """No exchange under way and a user authenticated."""
+        return self._mechanism is None and self.principal is not None
+
     def admits(self, api_key: int) -> bool:
         return self.principal is not None or api_key == API_VERSIONS
 
@@ -104,7 +109,7 @@ class SaslSession:
                                   "auth_bytes": reply}
         if version >= 1:
             fields["session_lifetime_ms"] = (self._users.session_lifetime_ms
-                                             if user_done(error, reply, self) else 0)
+                                             if error == 0 and self._completed else 0)
         body = SaslAuthenticateResponse(version=version, **fields).encode(version=version)
         return response_frame(header.correlation_id, bytes(body), flexible), error != 0
 
@@ -146,11 +151,6 @@ class SaslSession:
             raise _Refused(SASL_AUTHENTICATION_FAILED, "Authentication failed during "
                            f"authentication due to invalid credentials with SASL mechanism "
                            f"{mechanism}") from exc
-
-
-def user_done(error: int, reply: bytes, session: SaslSession) -> bool:
-    """True when this answer completes an exchange (no mechanism pending, no error)."""
-    return error == 0 and session._mechanism is None and session.principal is not None
 
 
 class _Refused(Exception):

@@ -43,7 +43,7 @@ from rackguard.protocol.framing import FrameSplitter, ReadMemory
 from rackguard.protocol.headers import peek_request, response_correlation_id
 from rackguard.protocol.primitives import ProtocolError
 from rackguard.proxy.relay.response_queue import ResponseQueue, ResponseTransform
-from rackguard.proxy.security.client_guard import ClientGuard, Refuse
+from rackguard.proxy.security.client_guard import ClientGuard, Guards, Refuse
 
 if TYPE_CHECKING:
     from rackguard.proxy.ops.metrics import ProxyMetrics
@@ -112,21 +112,6 @@ class Limits:
     max_frame_size: int
     high_water: int
 
-
-def _log_bad_input(host: str, reason: str, message: str) -> None:
-    log.warning("%s", message)
-
-
-@dataclass(frozen=True, slots=True)
-class Guards:
-    """What a client connection must pass besides well-formed frames."""
-
-    sasl: bool = False  # the brokers authenticate clients: screen until they have
-    first_request_timeout_s: float | None = None
-    # client address -> None (admitted: released through on_closed) or the refusing limit
-    admit: Callable[[str], str | None] = lambda host: None
-    # (client address, reason, message): the rate-limited bad-input log
-    report: Callable[[str, str, str], None] = _log_bad_input
 
 
 class ClientConnection(asyncio.BufferedProtocol):

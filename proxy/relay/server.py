@@ -34,7 +34,6 @@ from rackguard.proxy.relay.connection import (
     ClientConnection,
     ClientInfo,
     Forward,
-    Guards,
     Hooks,
     Limits,
     Reply,
@@ -42,6 +41,7 @@ from rackguard.proxy.relay.connection import (
     UpstreamConnection,
 )
 from rackguard.proxy.security.bad_input_log import BadInputLog
+from rackguard.proxy.security.client_guard import Guards
 from rackguard.proxy.security.limits import ConnectionLimits
 from rackguard.proxy.security.reload import ReloadingServerContext
 from rackguard.proxy.security.settings_map import relays_client_sasl, server_tls, upstream_tls

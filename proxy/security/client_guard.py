@@ -1,5 +1,7 @@
-"""One client connection's SASL screening: what the relay does with a request before the
-broker has authenticated the client (see :mod:`sasl_gate` for when that is).
+"""What a client connection must pass besides well-formed frames: the limits and the
+bad-input log it reports to (:class:`Guards`, one per server) and, with SASL relayed, its
+own SASL screening: what the relay does with a request before the broker has
+authenticated the client (see :mod:`sasl_gate` for when that is).
 
 :meth:`ClientGuard.screen` returns None (go on as usual: ApiVersions, or any
 request once the gate is open), a :class:`Relay` (forward as is, reading the
@@ -14,6 +16,8 @@ it was given, unchanged.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rackguard.protocol.apis import api_name
@@ -74,3 +78,19 @@ class ClientGuard:
         """A response transform for SaslAuthenticate: tell the gate, hand the frame on."""
         self.gate.answered(read_authenticate_outcome(frame, api_version))
         return frame
+
+
+def _log_bad_input(host: str, reason: str, message: str) -> None:
+    logging.getLogger("rackguard.connection").warning("%s", message)
+
+
+@dataclass(frozen=True, slots=True)
+class Guards:
+    """What a client connection must pass besides well-formed frames."""
+
+    sasl: bool = False  # the brokers authenticate clients: screen until they have
+    first_request_timeout_s: float | None = None
+    # client address -> None (admitted: released through on_closed) or the refusing limit
+    admit: Callable[[str], str | None] = lambda host: None
+    # (client address, reason, message): the rate-limited bad-input log
+    report: Callable[[str, str, str], None] = _log_bad_input
