@@ -268,6 +268,9 @@ class Settings(BaseSettings):
         description="OpenSSL cipher string for the listeners (TLS 1.2; unset: Python's "
         "defaults)",
     )
+    tls_min_version: Literal["1.2", "1.3"] = Field(
+        default="1.2", description="Oldest TLS version the listeners accept",
+    )
     tls_reload_interval_ms: int = Field(
         default=5_000,
         ge=100,
@@ -299,6 +302,9 @@ class Settings(BaseSettings):
     ssl_ciphers: str | None = Field(
         default=None,
         description="OpenSSL cipher string toward brokers (unset: Python's defaults)",
+    )
+    ssl_min_version: Literal["1.2", "1.3"] = Field(
+        default="1.2", description="Oldest TLS version spoken to brokers",
     )
     ssl_skip_hostname_check: bool = Field(
         default=False,

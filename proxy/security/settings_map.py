@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rackguard.proxy.security.sasl_login import SaslCredentials, SaslLoginError
-from rackguard.proxy.security.tls import ServerTls, UpstreamTls
+from rackguard.proxy.security.tls import VERSIONS, ServerTls, UpstreamTls
 from rackguard.proxy.settings import Settings
 
 
@@ -19,7 +19,7 @@ def server_tls(settings: Settings) -> ServerTls | None:
     if settings.tls_cert is None or settings.tls_key is None:
         return None
     return ServerTls(settings.tls_cert, settings.tls_key, settings.tls_client_ca,
-                     settings.tls_ciphers)
+                     settings.tls_ciphers, VERSIONS[settings.tls_min_version])
 
 
 def upstream_tls(settings: Settings) -> UpstreamTls | None:
@@ -28,7 +28,7 @@ def upstream_tls(settings: Settings) -> UpstreamTls | None:
         return None
     return UpstreamTls(settings.ssl_cafile, settings.ssl_certfile,
                        settings.ssl_keyfile, not settings.ssl_skip_hostname_check,
-                       settings.ssl_ciphers)
+                       settings.ssl_ciphers, VERSIONS[settings.ssl_min_version])
 
 
 def relays_client_sasl(settings: Settings) -> bool:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MINIMUM_VERSION = ssl.TLSVersion.TLSv1_2
+VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
 
 class TlsError(ValueError):
@@ -28,6 +29,7 @@ class ServerTls:
     key: Path
     client_ca: Path | None = None  # set: clients must present a certificate signed by it
     ciphers: str | None = None
+    minimum: ssl.TLSVersion = MINIMUM_VERSION
 
     def files(self) -> tuple[Path, ...]:
         return (self.cert, self.key) + ((self.client_ca,) if self.client_ca else ())
@@ -42,12 +44,13 @@ class UpstreamTls:
     key: Path | None = None
     check_hostname: bool = True
     ciphers: str | None = None
+    minimum: ssl.TLSVersion = MINIMUM_VERSION
 
 
 def server_context(tls: ServerTls) -> ssl.SSLContext:
     """A server context for the listeners, loaded from ``tls``'s files."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = MINIMUM_VERSION
+    ctx.minimum_version = max(tls.minimum, MINIMUM_VERSION)
     if tls.ciphers:
         _set_ciphers(ctx, tls.ciphers)
     _load_chain(ctx, tls.cert, tls.key)
@@ -60,7 +63,7 @@ def server_context(tls: ServerTls) -> ssl.SSLContext:
 def upstream_context(tls: UpstreamTls) -> ssl.SSLContext:
     """A client context for connections to brokers (hostname checked unless turned off)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    ctx.minimum_version = MINIMUM_VERSION
+    ctx.minimum_version = max(tls.minimum, MINIMUM_VERSION)
     if tls.ciphers:
         _set_ciphers(ctx, tls.ciphers)
     ctx.check_hostname = tls.check_hostname

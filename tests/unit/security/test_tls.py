@@ -176,3 +176,16 @@ async def test_reload_replaces_the_client_ca(pki: Pki, tmp_path: Path) -> None:
                 raise ConnectionError("closed")
     finally:
         server.close()
+
+
+async def test_a_tls_1_3_minimum_refuses_a_tls_1_2_client(pki: Pki) -> None:
+    ctx = server_context(ServerTls(pki.cert, pki.key, minimum=ssl.TLSVersion.TLSv1_3))
+    server, port = await _echo_server(ctx)
+    try:
+        old = _client(pki)
+        old.maximum_version = ssl.TLSVersion.TLSv1_2
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            await _talk(port, old)
+        assert await _talk(port, _client(pki)) == (b"ping", "server")
+    finally:
+        server.close()
