@@ -6,7 +6,10 @@ answered, and any other request closes the connection; a failed
 authentication is answered with SASL_AUTHENTICATION_FAILED (58) and the
 connection closed after it. PLAIN (RFC 4616) and SCRAM-SHA-256/512 (scramp's
 server side) are offered; a re-authentication (KIP-368) on an authenticated
-connection must name the same user. ``produce_denied`` lists users whose
+connection must name the same user. OAUTHBEARER (RFC 7628) takes an
+unsecured JWT (``alg: none``, as Kafka's unsecured validator) whose ``sub``
+is a known user; any other token gets the RFC's error challenge, then the
+failure. ``produce_denied`` lists users whose
 Produce requests are refused with TOPIC_AUTHORIZATION_FAILED (29), standing
 in for Kafka's ACLs.
 
@@ -16,7 +19,9 @@ never hands a token to anything else.
 
 from __future__ import annotations
 
+import base64
 import functools
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,7 +45,7 @@ TOPIC_AUTHORIZATION_FAILED = 29
 @dataclass(frozen=True)
 class SaslUsers:
     users: Mapping[str, str] = field(repr=False)
-    mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+    mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
     produce_denied: frozenset[str] = frozenset()
     session_lifetime_ms: int = 0  # KIP-368: > 0 tells clients to re-authenticate
 
@@ -59,6 +64,7 @@ class SaslSession:
         self._mechanism: str | None = None
         self._scram: Any = None
         self._scram_user: str | None = None
+        self._challenged = False  # OAUTHBEARER: the error challenge was sent
 
     @property
     def _completed(self) -> bool:
@@ -129,6 +135,8 @@ class SaslSession:
                                "Authentication failed: Invalid username or password")
             self._mechanism = None
             return b"", user
+        if mechanism == "OAUTHBEARER":
+            return self._bearer(token)
         try:
             if self._scram is None:
                 users = self._users.users
@@ -151,6 +159,45 @@ class SaslSession:
             raise _Refused(SASL_AUTHENTICATION_FAILED, "Authentication failed during "
                            f"authentication due to invalid credentials with SASL mechanism "
                            f"{mechanism}") from exc
+
+
+    def _bearer(self, token: bytes) -> tuple[bytes, str | None]:
+        if self._challenged:  # the client's %x01 after the error challenge
+            self._challenged = False
+            raise _Refused(SASL_AUTHENTICATION_FAILED, "Authentication failed: invalid token")
+        user = bearer_subject(token)
+        if user is None or user not in self._users.users:
+            self._challenged = True
+            return b'{"status":"invalid_token"}', None
+        self._mechanism = None
+        return b"", user
+
+
+def bearer_subject(message: bytes) -> str | None:
+    """The ``sub`` of the unsecured JWT in an RFC 7628 client message, or None."""
+    for part in message.split(b"\x01"):
+        if part.startswith(b"auth=Bearer "):
+            pieces = part[len(b"auth=Bearer "):].split(b".")
+            if len(pieces) != 3:
+                return None
+            try:
+                payload = base64.urlsafe_b64decode(pieces[1] + b"=" * (-len(pieces[1]) % 4))
+                subject = json.loads(payload).get("sub")
+            except (ValueError, AttributeError):
+                return None
+            return subject if isinstance(subject, str) else None
+    return None
+
+
+def unsecured_jwt(subject: str, lifetime_s: int = 3600) -> str:
+    """An unsecured JWT for ``subject`` (for tests: the simulator accepts it)."""
+    import time
+
+    def part(value: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+    now = int(time.time())
+    return f"{part({'alg': 'none'})}.{part({'sub': subject, 'iat': now, 'exp': now + lifetime_s})}."
 
 
 class _Refused(Exception):

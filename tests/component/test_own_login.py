@@ -12,7 +12,7 @@ from rackguard.proxy.cluster.poller import MetadataPoller, PollError
 from rackguard.proxy.cluster.view import ClusterViewStore
 from rackguard.simulator.cluster import SimulatedCluster
 from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
-from rackguard.simulator.sasl import SaslUsers
+from rackguard.simulator.sasl import SaslUsers, unsecured_jwt
 
 from tests.tls_certs import Pki, make_pki
 
@@ -99,6 +99,29 @@ async def test_a_broker_certificate_for_another_host_is_refused(
                             ssl_cafile=str(other.ca_file), ssl_skip_hostname_check=True)
     try:
         await poller.poll_once()  # the explicit opt-out: the chain is still verified
+        assert sorted(store.view.brokers) == [1, 2, 3]
+    finally:
+        await poller.stop()
+
+
+async def test_oauthbearer_reads_the_token_file_at_each_login(
+        cluster: SimulatedCluster, pki: Pki, tmp_path: Path) -> None:
+    from rackguard.proxy.settings import load_settings
+
+    token = tmp_path / "token"
+    token.write_text(unsecured_jwt("nobody"))
+    settings = load_settings({
+        "upstream": cluster.bootstrap_servers, "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "OAUTHBEARER", "sasl_oauthbearer_token_file": str(token),
+        "ssl_cafile": str(pki.ca_file)}, env={})
+    store = ClusterViewStore(time.monotonic)
+    poller = MetadataPoller(settings, store, lambda brokers: None, lambda: None,
+                            time.monotonic)
+    try:
+        with pytest.raises(PollError, match="authentication failed"):
+            await poller.poll_once()  # the error challenge, answered, then refused
+        token.write_text(unsecured_jwt("rackguard"))  # a new token: no restart
+        await poller.poll_once()
         assert sorted(store.view.brokers) == [1, 2, 3]
     finally:
         await poller.stop()

@@ -19,6 +19,7 @@ import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
@@ -251,3 +252,28 @@ def _api_versions_frame() -> bytes:
     request = ApiVersionsRequest(version=0)
     request.with_header(correlation_id=1, client_id="probe")
     return bytes(request.encode(header=True, framed=True))
+
+
+def test_oauthbearer_is_relayed_too(secured: Secured) -> None:
+    """OAUTHBEARER (librdkafka's unsecured JWT): one round, the gate opens at the broker's
+    empty success token; a token for a user the brokers do not know gets their refusal."""
+    _sasl(secured)
+    from confluent_kafka import Producer
+
+    def produce(principal: str) -> list[Any]:
+        conf = {**secured.librdkafka(), "sasl.mechanisms": "OAUTHBEARER",
+                "enable.sasl.oauthbearer.unsecure.jwt": True,
+                "sasl.oauthbearer.config": f"principal={principal}",
+                "bootstrap.servers": secured.proxy.bootstrap, "acks": -1,
+                "message.timeout.ms": 8000, "log_level": 0}
+        conf.pop("sasl.username"), conf.pop("sasl.password")
+        producer = Producer(conf)
+        results: list[Any] = []
+        producer.produce("acl", b"bearer", on_delivery=lambda err, msg: results.append(err))
+        producer.flush(30)
+        return results
+
+    assert produce("alice") == [None]
+    refused = produce("mallory")
+    assert len(refused) == 1 and refused[0] is not None
+    assert stored_values(secured.cluster, "acl", range(3)).count(b"bearer") == 1
