@@ -38,3 +38,12 @@ def test_ledger_overhead_quick_run_prints_its_figures() -> None:
     assert result.returncode == 0, result.stderr
     assert "Python encoder" in result.stdout and "event loop" in result.stdout, result.stdout
     assert "process CPU incl. writer" in result.stdout, result.stdout
+
+
+def test_connections_benchmark_small_run_prints_its_figures() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.connections", "--connections", "200"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "per idle connection" in result.stdout and "per active" in result.stdout, \
+        result.stdout
