@@ -293,8 +293,31 @@ def placement(spark: SparkSession, ledger: Ledger, min_racks: int = 2) -> Report
     facts = verdicts.PlacementFacts(min_racks, int(summary.get("partitions") or 0),
                                     int(summary.get("under_now") or 0),
                                     int(summary.get("ever_under") or 0), worst)
-    return Report("placement", {"under_replicated_racks": bad}, summary,
-                  verdicts.placement(facts))
+    over_time = placement_time(snaps, min_racks)
+    totals = over_time.agg(*(F.coalesce(F.sum(c), F.lit(0.0)).alias(c) for c in (
+        "seconds_unsatisfiable", "seconds_fragile"))).first()
+    summary.update({f"partition_{k}": v for k, v in _clean(totals.asDict() if totals else {})
+                    .items()})
+    return Report("placement", {"under_replicated_racks": bad, "topic_time": over_time},
+                  summary, verdicts.placement(facts))
+
+
+def placement_time(snaps: DataFrame, min_racks: int) -> DataFrame:
+    """Per topic, partition-seconds in each of the placement audit's categories (replicas
+    on fewer than N racks: unsatisfiable; on exactly N: fragile; more: healthy), each
+    snapshot standing for its ``dur_s``; worst topics first."""
+    rc = F.col("replica_rack_count")
+    return (snaps.groupBy("topic")
+            .agg(F.countDistinct("partition").alias("partitions"),
+                 F.sum("dur_s").alias("seconds_observed"),
+                 _sum_if(rc < min_racks, F.col("dur_s")).alias("seconds_unsatisfiable"),
+                 _sum_if(rc == min_racks, F.col("dur_s")).alias("seconds_fragile"),
+                 _sum_if(rc > min_racks, F.col("dur_s")).alias("seconds_healthy"))
+            .withColumn("share_unsatisfiable",
+                        _share(F.col("seconds_unsatisfiable"), F.col("seconds_observed")))
+            .withColumn("share_fragile",
+                        _share(F.col("seconds_fragile"), F.col("seconds_observed")))
+            .orderBy(F.desc("seconds_unsatisfiable"), F.desc("seconds_fragile"), "topic"))
 
 
 def audit_loss(spark: SparkSession, ledger: Ledger, offsets_path: str,

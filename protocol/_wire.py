@@ -29,20 +29,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 I16 = struct.Struct(">h")
-I32 = struct.Struct(">i")
 _SIZE = struct.Struct(">i")
-
-_INT32_ARRAYS: dict[int, struct.Struct] = {}
-
-
-def int32_array_struct(n: int) -> struct.Struct:
-    """A cached ``Struct`` for ``n`` consecutive big-endian int32s."""
-    s = _INT32_ARRAYS.get(n)
-    if s is None:
-        s = struct.Struct(f">{n}i")
-        if len(_INT32_ARRAYS) < 4096:
-            _INT32_ARRAYS[n] = s
-    return s
 
 
 def as_view(frame: Buffer) -> memoryview:

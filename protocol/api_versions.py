@@ -23,7 +23,13 @@ Why each entry of :data:`PROXY_VERSION_CAPS`:
 * FindCoordinator (10) <= 6: coordinator addresses are rewritten; v0-v6 are
   the versions whose layout is known.
 * DescribeCluster (60) <= 2: broker addresses are rewritten; v0-v2 known.
+* CreateTopics (19) <= 7, DescribeConfigs (32) <= 4, AlterConfigs (33) <= 2,
+  IncrementalAlterConfigs (44) <= 1: read for ``min.insync.racks``
+  (docs/admin-configs.md); the versions whose layout is known. CreateTopics is also
+  read by the placement guard.
 * ApiVersions (18) <= 4: this module's own range.
+* CreatePartitions (37) <= 3: the placement guard reads its explicit replica
+  assignments (and CreateTopics'); these are the versions it knows.
 * Fetch (1) <= 15: v16+ responses carry NodeEndpoints (leader addresses for
   leader changes) that would have to be rewritten; capping to 15 means the
   proxy never has to parse large fetch responses. librdkafka needs Fetch >= 4
@@ -76,6 +82,11 @@ PROXY_VERSION_CAPS: Mapping[int, int] = MappingProxyType(
         17: 1,  # SaslHandshake: the mechanism name is read (v0 is refused where SASL is relayed)
         18: 4,  # ApiVersions
         36: 2,  # SaslAuthenticate: the broker's answers are read (error, token length)
+        19: 7,  # CreateTopics: min.insync.racks and explicit assignments read (v0-v7 known)
+        32: 4,  # DescribeConfigs: min.insync.racks added to answers (v0-v4 known)
+        33: 2,  # AlterConfigs: min.insync.racks taken out (v0-v2 known)
+        44: 1,  # IncrementalAlterConfigs: min.insync.racks taken out (v0-v1 known)
+        37: 3,  # CreatePartitions: the placement guard reads v0-v3
         55: 1,  # DescribeQuorum: v2+ responses carry node endpoints
         60: 2,  # DescribeCluster
         78: -1,  # ShareFetch: removed (NodeEndpoints not rewritten)

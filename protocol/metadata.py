@@ -12,15 +12,18 @@ Invariants:
   is the only place a Metadata response carries one.
 * :func:`read_metadata` decodes the whole response (strictly: trailing bytes
   are an error) into immutable values: frozen dataclasses for the snapshot,
-  brokers and topics, :class:`PartitionMetadata` named tuples (tuples are the
-  cheapest immutable record to build, 100,000 of them is the normal case) and
-  tuples of ints for replica sets. Identical replica/ISR/offline arrays (same
-  bytes) are decoded once per response and shared between partitions. For
-  frames of 256 KiB and more the cyclic GC is paused during the decode (the
-  values built are acyclic) and re-enabled afterwards, also on error. An
-  optional ``pause`` callable is called between topics and every
-  1,024 partitions within a topic (a caller on a worker thread uses it to let
-  other threads run); it never changes what is read.
+  brokers and topics, and one plain tuple per partition (a
+  :data:`PartitionRow`, fields in the order of :class:`PartitionMetadata`)
+  holding ints and tuples of ints. 100,000 partitions is the normal case, and
+  plain tuples of atomic values are what CPython's cyclic collector stops
+  tracking the first time it sees them (a named tuple or an instance of a class
+  stays tracked for life, and a large snapshot of them makes every full
+  collection scan it); the reader never touches the collector's settings.
+  Identical replica/ISR/offline arrays (same bytes) are decoded once per
+  response and shared between partitions. An optional ``pause`` callable is
+  called between topics and every 1,024 partitions within a topic (a caller on
+  a worker thread uses it to let other threads run); it never changes what is
+  read.
 * Both raise :class:`ProtocolError` for malformed input, never anything else
   (an exception raised by the caller's mapper is propagated unchanged).
 
@@ -34,7 +37,6 @@ v9+.
 
 from __future__ import annotations
 
-import gc
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,7 +49,6 @@ from rackguard.protocol._wire import (
     encode_address,
     finish_frame,
     guard,
-    int32_array_struct,
     string_span,
 )
 from rackguard.protocol.addresses import AddressMapper, BrokerAddress
@@ -68,13 +69,22 @@ FLEXIBLE_FROM = 9
 __all__ = [
     "MetadataSnapshot",
     "PartitionMetadata",
+    "PartitionRow",
     "TopicMetadata",
     "read_metadata",
     "rewrite_metadata_brokers",
 ]
 
 
+PartitionRow = tuple[int, int, int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+"""One partition as :func:`read_metadata` returns it: a plain tuple with the fields of
+:class:`PartitionMetadata`, in its order."""
+
+
 class PartitionMetadata(NamedTuple):
+    """The fields of a :data:`PartitionRow` by name (``PartitionMetadata(*row)``); equal
+    to the plain row with the same values, so it also serves to write one by name."""
+
     partition_index: int
     error_code: int
     leader: int
@@ -90,7 +100,7 @@ class TopicMetadata:
     topic_id: bytes | None  # 16 bytes from v10 (all zero when unknown), None before
     error_code: int
     is_internal: bool
-    partitions: tuple[PartitionMetadata, ...]
+    partitions: tuple[PartitionRow, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,14 +155,12 @@ def rewrite_metadata_brokers(
     return finish_frame(parts), brokers
 
 
-_tuple_new = tuple.__new__
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PART_V0 = struct.Struct(">hii")  # error, index, leader (v0-v6), then replicas length
 _PART_V7 = struct.Struct(">hiii")  # error, index, leader, epoch (v7-v8)
 _PART_FLEX = struct.Struct(">hiii")  # error, index, leader, epoch (v9+)
 _EMPTY: tuple[int, ...] = ()
-_GC_PAUSE_FROM = 256 * 1024
 _CHUNK = 1024  # partitions read between two calls of ``pause`` (about 1 ms)
 Pause = Callable[[], object] | None
 
@@ -164,15 +172,7 @@ def read_metadata(frame: Buffer, version: int, pause: Pause = None) -> MetadataS
     """
     buf = bytes(frame)
     pos = check_frame(buf, API_KEY, version, MAX_VERSION)
-    if len(buf) < _GC_PAUSE_FROM or not gc.isenabled():
-        return _read(buf, pos, version, pause)
-    # A big response builds ~100k acyclic tuples; collections triggered by those
-    # allocations would only rescan them (about a third of the parse time).
-    gc.disable()
-    try:
-        return _read(buf, pos, version, pause)
-    finally:
-        gc.enable()
+    return _read(buf, pos, version, pause)
 
 
 @guard
@@ -261,12 +261,12 @@ ArrayCache = dict[bytes, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]
 
 
 def _array(k: int) -> struct.Struct:
-    return _SMALL_ARRAYS[k] if k < 128 else int32_array_struct(k)
+    return _SMALL_ARRAYS[k] if k < 128 else struct.Struct(f">{k}i")
 
 
 def _read_partitions_legacy(
     buf: bytes, pos: int, version: int, cache: ArrayCache, pause: Pause
-) -> tuple[tuple[PartitionMetadata, ...], int]:
+) -> tuple[tuple[PartitionRow, ...], int]:
     """Partitions of a non-flexible (v0-v8) response.
 
     The replica, ISR and offline arrays of a partition are decoded once per
@@ -280,11 +280,9 @@ def _read_partitions_legacy(
     if n < 0 or n > end - pos:
         raise ProtocolError(f"bad partition count {n} at offset {pos}")
     i32 = _I32.unpack_from
-    tnew = _tuple_new
-    cls = PartitionMetadata
     get = cache.get
     empty = _EMPTY
-    out: list[PartitionMetadata] = []
+    out: list[PartitionRow] = []
     append = out.append
     has_epoch = version >= 7
     has_offline = version >= 5
@@ -320,25 +318,23 @@ def _read_partitions_legacy(
                     _array(k2).unpack_from(buf, p2 + 4),
                     _array(k3).unpack_from(buf, p3 + 4) if has_offline else empty,
                 )
-            append(tnew(cls, (idx, err, leader, epoch, *arrays)))
+            append((idx, err, leader, epoch, *arrays))
     return tuple(out), pos
 
 
 def _read_partitions_flex(
     buf: bytes, pos: int, cache: ArrayCache, pause: Pause
-) -> tuple[tuple[PartitionMetadata, ...], int]:
+) -> tuple[tuple[PartitionRow, ...], int]:
     """Partitions of a flexible (v9+) response (same caching as the legacy reader)."""
     end = len(buf)
     n, pos = read_uvarint(buf, pos)
     n -= 1
     if n < 0 or n > end - pos:
         raise ProtocolError(f"bad partition count {n} at offset {pos}")
-    tnew = _tuple_new
-    cls = PartitionMetadata
     get = cache.get
     small = _SMALL_ARRAYS
     fixed_unpack = _PART_FLEX.unpack_from
-    out: list[PartitionMetadata] = []
+    out: list[PartitionRow] = []
     append = out.append
     for done in range(0, n, _CHUNK):
         if done and pause is not None:
@@ -376,7 +372,7 @@ def _read_partitions_flex(
                 pos = skip_tagged_fields(buf, pos)
             else:
                 pos += 1
-            append(tnew(cls, (idx, err, leader, epoch, *arrays)))
+            append((idx, err, leader, epoch, *arrays))
     return tuple(out), pos
 
 

@@ -17,15 +17,11 @@ _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_U32 = struct.Struct(">I")
 
 pack_int8 = _I8.pack
 pack_int16 = _I16.pack
 pack_int32 = _I32.pack
 pack_int64 = _I64.pack
-pack_uint32 = _U32.pack
-pack_int32_into = _I32.pack_into
-pack_int64_into = _I64.pack_into
 
 
 class ProtocolError(ValueError):

@@ -13,10 +13,13 @@ import logging
 import signal
 import time
 from collections.abc import Callable, Coroutine, Iterable
+from dataclasses import replace
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from rackguard.protocol.addresses import BrokerAddress
+from rackguard.proxy.admin.rules import StaticValues
+from rackguard.proxy.admin.service import AdminConfigs
 from rackguard.proxy.cluster.poller import MetadataPoller, PollError
 from rackguard.proxy.cluster.upstream_health import UpstreamHealth
 from rackguard.proxy.cluster.view import ClusterView, ClusterViewStore
@@ -24,10 +27,21 @@ from rackguard.proxy.enforce.enforcement import EnforcementSettings, RackEnforce
 from rackguard.proxy.enforce.metrics import EnforcementMetrics
 from rackguard.proxy.enforce.policy import RackRule
 from rackguard.proxy.ledger.recorder import ledger_from_settings
+from rackguard.proxy.locality.hooks import RackHints
+from rackguard.proxy.locality.metrics import LocalityMetrics
+from rackguard.proxy.locality.source import RackSourceError, resolve_client_rack
 from rackguard.proxy.ops.health import Health, LoopProbe, readiness
 from rackguard.proxy.ops.http_endpoints import OpsHttpServer
 from rackguard.proxy.ops.kip_metrics import RackCoverageCollector
 from rackguard.proxy.ops.metrics import ProxyMetrics
+from rackguard.proxy.placement.creation_hook import (
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    CreationGuard,
+    GuardSettings,
+)
+from rackguard.proxy.placement.metrics import PlacementCollector
+from rackguard.proxy.relay.hook_chain import chain
 from rackguard.proxy.relay.server import ProxyServer
 from rackguard.proxy.settings import Settings, SettingsError
 
@@ -94,9 +108,12 @@ class Rackguard:
         settings: Settings,
         registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.monotonic,
+        rack_source: Callable[[Settings], str | None] = resolve_client_rack,
     ) -> None:
         self.settings = settings
         self.clock = clock
+        self._rack_source = rack_source
+        self.rack_hints: RackHints | None = None  # set at start when client_rack is
         self.metrics = ProxyMetrics(registry)
         registry = self.metrics.registry
         self.store = ClusterViewStore(clock, settings.broker_racks,
@@ -136,14 +153,43 @@ class Rackguard:
             self.ledger,
         )
         self.server.set_produce_hook(self.enforcer)
+        # min.insync.racks set through the Admin API (the config topic): the enforcer's
+        # rule is the static one (file/flags) with the dynamic values over it.
+        self._static = StaticValues(self.enforcer.settings.rule,
+                                    "min_insync_racks" in settings.model_fields_set)
+        self.admin = AdminConfigs(settings, registry, lambda: self.store.view,
+                                  lambda: self._static, self._apply_dynamic)
+        self.admin.install(self.server)
         # Rendered by /metrics after the registry, not registered in it: its own text
         # writer is ~20x faster than prometheus_client's for 100,000s of series.
         self.coverage = RackCoverageCollector(
             lambda: self.store.view, lambda: self.enforcer.settings.rule, clock,
             settings.metrics_partition_series)
+        self.placement = PlacementCollector(
+            lambda: self.store.view, lambda: self.enforcer.settings.rule)
+        guarded = Counter(
+            "rackguard_placement_guard_topics",
+            "Topics with explicit replica assignments checked against min.insync.racks by "
+            "the creation guard, by API and decision (refused, observed_refusal, passed)",
+            ["api", "decision"], registry=registry)
+        guard = CreationGuard(lambda: self.store.view, self._guard_settings,
+                              lambda api, decision: guarded.labels(api, decision).inc())
+        # After any other hook of these APIs (admin configs): it sees what the guard forwards.
+        for key in (CREATE_TOPICS, CREATE_PARTITIONS):
+            earlier = self.server.request_hook(key)
+            self.server.set_request_hook(key, guard if earlier is None else chain(guard, earlier))
         self._ops_http: OpsHttpServer | None = None
         self._background: set[asyncio.Task[None]] = set()
         self.store.subscribe(self._on_view_change)
+
+    def _apply_dynamic(self) -> None:
+        """A dynamic value changed: the enforcer's settings are replaced with the new rule."""
+        rule = self.admin.effective(self._static.rule)
+        self.enforcer.replace_settings(replace(self.enforcer.settings, rule=rule))
+
+    def _guard_settings(self) -> GuardSettings:
+        settings = self.enforcer.settings
+        return GuardSettings(settings.rule.required_racks, settings.observe)
 
     def _report_upstream_health(self, health: UpstreamHealth) -> None:
         self.poll_duration.set(self.poller.last_poll_s)
@@ -170,12 +216,30 @@ class Rackguard:
                     max(rule.all_values()))
 
     # ----- lifecycle
+    async def _install_rack_hints(self) -> None:
+        """Find client_rack (a file or command may be slow: off the loop) and, when there
+        is one, hook Fetch, JoinGroup and ConsumerGroupHeartbeat (docs/locality.md)."""
+        try:
+            rack = await asyncio.to_thread(self._rack_source, self.settings)
+        except RackSourceError as exc:
+            raise StartupError(str(exc)) from None
+        if rack is None:
+            return
+        mode = self.settings.client_rack_mode
+        self.rack_hints = RackHints(rack, mode == "fill", lambda: self.store.view,
+                                    LocalityMetrics(self.metrics.registry, rack, mode))
+        self.server.add_request_hooks(self.rack_hints.request_hooks())
+        log.info("client rack %r (%s): %s", rack, mode,
+                 "filled into Fetch, JoinGroup and ConsumerGroupHeartbeat requests that name "
+                 "none" if mode == "fill" else "fetch bytes counted by locality, nothing changed")
+
     async def start(self) -> None:
         if self.settings.security_protocol in ("SSL", "SASL_SSL") and \
                 self.settings.ssl_skip_hostname_check:
             log.warning("ssl_skip_hostname_check: brokers' certificates are not checked "
                         "against their host names (only against ssl_cafile): anyone with a "
                         "certificate from that CA can pose as a broker")
+        await self._install_rack_hints()
         try:
             await self.poller.poll_once()
         except PollError as exc:
@@ -187,6 +251,7 @@ class Rackguard:
                                        self.settings.observe):
                 log.warning("%s", warning)
             self._learn_addresses_from_view()
+        await self.admin.start(self._config_wait_s())
         await self.server.start()
         self._keep(self._housekeeping())
         self.poller.start()
@@ -200,14 +265,23 @@ class Rackguard:
             log.info("metrics on http://%s:%d/metrics (also /healthz, /readyz)",
                      self.settings.advertised, self.metrics_port)
 
+    def _config_wait_s(self) -> float:
+        """How long start-up waits for the config topic before serving on static values:
+        two failed attempts, as a metadata poll may take."""
+        return 2 * (self.settings.admin_connect_timeout_ms
+                    + self.settings.admin_request_timeout_ms) / 1000
+
     def metrics_text(self) -> bytes:
-        """The /metrics body: the registry's counters, then the rack coverage."""
-        return generate_latest(self.metrics.registry) + self.coverage.exposition()
+        """The /metrics body: the registry's counters, then rack coverage and placement."""
+        return (generate_latest(self.metrics.registry) + self.coverage.exposition()
+                + self.placement.exposition())
 
     def readiness(self) -> Health:
-        """Ready: the last metadata poll succeeded and the view is young enough."""
-        return readiness(self.store.view, self.poller.last_error, self.clock(),
-                         self.enforcer.settings.rule.max_metadata_age_s)
+        """Ready: the last metadata poll succeeded, the view is young enough and the config
+        topic has been read to its end once."""
+        return self.admin.health(readiness(self.store.view, self.poller.last_error,
+                                           self.clock(),
+                                           self.enforcer.settings.rule.max_metadata_age_s))
 
     @property
     def metrics_port(self) -> int | None:
@@ -255,6 +329,7 @@ class Rackguard:
     async def stop(self) -> None:
         for task in list(self._background):
             task.cancel()
+        await self.admin.stop()
         await self.poller.stop()
         await self.server.stop()
         if self.ledger is not None:
@@ -281,7 +356,9 @@ class Rackguard:
         if ignored:
             log.warning("reload: %s change(s) need a restart and were not applied",
                         ", ".join(ignored))
-        self.enforcer.replace_settings(candidate)
+        self._static = StaticValues(candidate.rule, "min_insync_racks" in new.model_fields_set)
+        self.enforcer.replace_settings(
+            replace(candidate, rule=self.admin.effective(candidate.rule)))
         logging.getLogger("rackguard").setLevel(new.log_level)
         log.info("reload applied: min.insync.racks=%d, overrides %s, prefixes %s, "
                  "error_mode=%s, observe=%s", new.min_insync_racks,

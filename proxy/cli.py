@@ -114,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     commands.add_parser(
+        "placement",
+        help="audit replica placement against min.insync.racks; plan reassignments "
+        "(see its --help)",
+        add_help=False,
+    )
+    commands.add_parser(
         "bench",
         help="measure the proxy against a direct connection and Tansu's proxy (see its --help)",
         add_help=False,
@@ -171,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         from rackguard.proxy.tools.bench import command as bench
 
         return bench(argv[1:])
+    if argv[:1] == ["placement"]:  # loaded only when it runs, never by serve
+        from rackguard.proxy.placement.command import main as placement
+
+        return placement(argv[1:])
     if argv[:1] in (["report"], ["audit"], ["dump-offsets"]):
         from rackguard.proxy.tools import report_cli
 

@@ -191,6 +191,18 @@ class Settings(BaseSettings):
         ge=1_000,
         description="Interval of the proxy's DescribeConfigs read of min.insync.replicas",
     )
+    config_topic: str = Field(
+        default="__rackguard_configs",
+        max_length=249,
+        pattern=r"^[A-Za-z0-9._-]*$",
+        description="Compacted topic holding min.insync.racks values set through the Admin "
+        "API, shared by every rackguard (empty: no such topic, Admin-API changes refused)",
+    )
+    config_topic_read_only: bool = Field(
+        default=False,
+        description="Refuse min.insync.racks changes through the Admin API (the config topic "
+        "is still read; DescribeConfigs shows the value)",
+    )
     broker_racks: Annotated[dict[int, str], NoDecode] = Field(
         default_factory=dict,
         description="Operator-supplied racks for brokers that report none, ID=RACK[,...]",
@@ -198,6 +210,33 @@ class Settings(BaseSettings):
     broker_racks_override: bool = Field(
         default=False,
         description="Let broker_racks replace racks the brokers do report",
+    )
+    client_rack: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=255,
+        description="Rack (zone) of the host the proxy runs on: filled into consumers' "
+        "Fetch, JoinGroup and ConsumerGroupHeartbeat requests that name none (unset: "
+        "nothing is changed)",
+        json_schema_extra={"metavar": "RACK"},
+    )
+    client_rack_file: Path | None = Field(
+        default=None,
+        description="Read client_rack at start from this file (its first line), unless "
+        "client_rack is given",
+        json_schema_extra={"metavar": "PATH"},
+    )
+    client_rack_command: str | None = Field(
+        default=None,
+        description="Run this command at start (no shell) and take client_rack from its "
+        "first line of output, e.g. a cloud metadata lookup, unless client_rack or "
+        "client_rack_file is given",
+        json_schema_extra={"metavar": "COMMAND"},
+    )
+    client_rack_mode: Literal["fill", "observe"] = Field(
+        default="fill",
+        description="fill: fill client_rack into requests that name no rack; observe: "
+        "change nothing, only count fetch bytes by rack locality",
     )
     metrics_port: int | None = Field(
         default=None,

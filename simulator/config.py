@@ -49,6 +49,10 @@ class SimulatorConfig:
     preferred_leader_election: bool = True
     # group.initial.rebalance.delay.ms; Kafka's default is 3000, tests want it short.
     group_initial_rebalance_delay_ms: int = 50
+    # replica.selector.class: "leader" (Kafka's default) or "rack_aware"
+    # (RackAwareReplicaSelector: a consumer naming its rack is sent to an in-sync replica
+    # in that rack, KIP-392). Followers serve consumer fetches (v11+) either way.
+    replica_selector: str = "leader"
     control_port: int | None = None
     # TLS on every broker listener (PEM files; a client CA requires client certificates)
     tls_cert: Path | None = None
@@ -56,6 +60,9 @@ class SimulatorConfig:
     tls_client_ca: Path | None = None
     # SASL on every broker listener (None: no authentication)
     sasl: SaslUsers | None = None
+    # Client ids refused ALTER_CONFIGS (TOPIC_/CLUSTER_AUTHORIZATION_FAILED), as an ACL
+    # would; tests may change it while the cluster runs.
+    deny_alter_configs: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         ids = [b.node_id for b in self.brokers]
@@ -63,6 +70,9 @@ class SimulatorConfig:
             raise ValueError("a simulated cluster needs at least one broker")
         if len(set(ids)) != len(ids):
             raise ValueError(f"duplicate broker node ids: {ids}")
+        if self.replica_selector not in ("leader", "rack_aware"):
+            raise ValueError(f"replica_selector: leader or rack_aware, not "
+                             f"{self.replica_selector!r}")
         if self.default_min_insync_replicas < 1:
             raise ValueError("default_min_insync_replicas must be >= 1")
 

@@ -26,6 +26,14 @@ class SimCore:
         self.groups = GroupCoordinator(config.group_initial_rebalance_delay_ms)
         self.txns = TransactionCoordinator(self.groups, self._write_markers)
         self._appended: asyncio.Event | None = None
+        # Record bytes served by Fetch, by (client id, serving node): the simulator's own
+        # count of where consumers read from, to check a proxy's locality figures against.
+        self.fetched_bytes: dict[tuple[str, int], int] = {}
+
+    def count_fetch(self, client_id: str | None, node_id: int, size: int) -> None:
+        if size:
+            key = (client_id or "", node_id)
+            self.fetched_bytes[key] = self.fetched_bytes.get(key, 0) + size
 
     def address(self, node_id: int) -> tuple[str, int]:
         return self.config.public_host, self.state.brokers[node_id].port
@@ -39,8 +47,11 @@ class SimCore:
         if self._appended is None:
             self._appended = asyncio.Event()
         event = self._appended
+        # asyncio.timeout, not wait_for: 3.11's wait_for can lose a cancel that arrives as
+        # the event is set, and a broker being stopped then waits forever for this task
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await event.wait()
 
     def auto_create(self, name: str) -> Topic | None:
         """Create `name` with the default layout if auto-creation is on."""

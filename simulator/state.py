@@ -170,6 +170,51 @@ class ClusterState:
         self.topic_ids[topic.topic_id] = name
         return topic
 
+    def add_partitions(self, name: str, count: int,
+                       assignment: list[list[int]] | None = None) -> None:
+        """Grow ``name`` to ``count`` partitions (CreatePartitions); new replicas as given
+        or placed like a new topic's, with the topic's replication factor."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise StateError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+        have = len(topic.partitions)
+        if count <= have:
+            raise StateError(errors.INVALID_PARTITIONS,
+                             f"topic {name!r} has {have} partitions, asked for {count}")
+        rf = len(topic.partitions[0].replicas)
+        if assignment is None:
+            candidates = [(b.node_id, b.rack) for b in self.live_brokers()]
+            try:
+                assignment = assign_replicas(candidates, count - have, rf,
+                                             self._placement_start)
+            except ValueError as exc:
+                raise StateError(errors.INVALID_REPLICATION_FACTOR, str(exc)) from None
+        if len(assignment) != count - have:
+            raise StateError(errors.INVALID_REPLICA_ASSIGNMENT,
+                             f"{len(assignment)} assignments for {count - have} new partitions")
+        for replicas in assignment:
+            self._check_replicas(replicas)
+        for index, replicas in enumerate(assignment, start=have):
+            alive = [r for r in replicas if self.brokers[r].alive]
+            part = Partition(name, index, list(replicas), alive or [replicas[0]])
+            self._elect(part)
+            topic.partitions.append(part)
+
+    def reassign(self, name: str, index: int, replicas: list[int]) -> None:
+        """Move a partition to ``replicas`` at once (the simulator copies nothing): its
+        ISR becomes the live new replicas, and the preferred leader leads if it can."""
+        part = self.require_partition(name, index)
+        self._check_replicas(replicas)
+        part.replicas = list(replicas)
+        part.isr = [r for r in replicas if self.brokers[r].alive] or [replicas[0]]
+        self._elect(part, prefer=True)
+
+    def _check_replicas(self, replicas: list[int]) -> None:
+        if not replicas or len(set(replicas)) != len(replicas) \
+                or not set(replicas) <= set(self.brokers):
+            raise StateError(errors.INVALID_REPLICA_ASSIGNMENT,
+                             f"bad replica assignment {replicas}")
+
     def alter_topic_configs(self, name: str, configs: dict[str, str | None], replace: bool) -> None:
         """Set (value) or delete (None) topic configs; `replace` drops unnamed ones."""
         topic = self.topics.get(name)

@@ -13,6 +13,10 @@ from typing import Any
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteTopicsRequest,
@@ -27,6 +31,8 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -123,6 +129,9 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(AlterConfigsRequest, AlterConfigsResponse, 0, 2),
         _spec(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
         _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
+        _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
+        _spec(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1),
+        _spec(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0),
         _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 1),
     )
 }

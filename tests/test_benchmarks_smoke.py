@@ -47,3 +47,21 @@ def test_connections_benchmark_small_run_prints_its_figures() -> None:
     assert result.returncode == 0, result.stderr
     assert "per idle connection" in result.stdout and "per active" in result.stdout, \
         result.stdout
+
+
+def test_config_propagation_quick_run_prints_its_figures() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "config_propagation.py"), "--changes", "5"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "in force on the other: p50" in result.stdout, result.stdout
+
+
+def test_fetch_locality_quick_run_prints_its_figures() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "fetch_locality.py"), "--rounds", "1",
+         "--mb", "2", "--fetch-seconds", "0.4"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "throughput client_rack/off" in result.stdout, result.stdout
+    assert "small fetches" in result.stdout and "Fetch requests: off" in result.stdout

@@ -20,7 +20,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("proxy", "protocol", "pipeline", "simulator")
-TOOLS = ("rackguard.proxy.tools", "rackguard.simulator", "rackguard.pipeline")
+TOOLS = ("rackguard.proxy.tools", "rackguard.simulator", "rackguard.pipeline",
+         "rackguard.proxy.placement.command", "rackguard.proxy.placement.live",
+         "rackguard.proxy.placement.sources", "rackguard.proxy.placement.render")
 
 SERVE = f"""
 import sys

@@ -21,16 +21,17 @@ they share one, the CPU) after every millisecond of work, between topics and
 chunks of 1,024 partitions, in the read, the build and the release alike;
 from before the job is handed to the worker until the replaced view has been
 freed the GIL switch interval is short, for whatever runs between two naps;
-the cyclic GC is paused during a build, and the new objects are frozen
-(:func:`gc.freeze`) before it resumes, so no collection ever scans them; the
-parsed response and the replaced view are freed a few objects at a time.
-None of this changes the view built.
+the parsed response and the replaced view are freed a few objects at a time.
+None of this changes the view built. The cyclic GC is left alone: the
+per-partition values of the parsed response and of the view are plain tuples
+that the collector stops tracking in the young collections that run while they
+are built (see :mod:`rackguard.proxy.cluster.view`), so no collection has a
+whole view to scan.
 """
 
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import sys
 from collections.abc import Callable, MutableSequence
@@ -77,7 +78,7 @@ def _release_gradually(box: list[ClusterView], pause: Callable[[], object],
     for i, topic in enumerate(topics):
         successor = kept.get(topic.name)
         if successor is None or successor.partitions is not topic.partitions:
-            parts.extend(topic.partitions.values())
+            parts.extend(topic.partitions.rows.values())
             pause()
         elif i % _CHUNK == _CHUNK - 1:
             pause()
@@ -220,23 +221,7 @@ class ViewFeeder:
     @staticmethod
     def _build(build: Callable[[ClusterView, Pause], tuple[R, ClusterView]],
                base: ClusterView, large: bool) -> tuple[R, ClusterView]:
-        if not large:
-            return build(base, None)
-        # A cyclic-GC pass started by these allocations would run while holding the GIL
-        # (tens of ms at 100,000 partitions); the objects built here hold no cycles.
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            out = build(base, Pacer())
-            # Moves every tracked object out of the generations in O(1). Otherwise the
-            # first young collection after gc.enable() would scan the whole new view
-            # (~10 ms), and full collections would rescan it for as long as it lives;
-            # it is still freed by refcount.
-            gc.freeze()
-            return out
-        finally:
-            if enabled:
-                gc.enable()
+        return build(base, Pacer() if large else None)
 
     def absorb_soon(self, frame: Buffer, version: int) -> None:
         """Learn from a Metadata response a client asked for (topic subsets: partial)."""

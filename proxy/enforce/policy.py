@@ -166,7 +166,6 @@ def _decide(
     decisions: list[Decision] = []
     append = decisions.append
     make = Decision
-    new = tuple.__new__
     passed = Verdict.PASS
     isr_racks = view.isr_racks
     stale_verdict = Verdict.STALE_FAIL_OPEN if rule.fail_open else Verdict.METADATA_STALE
@@ -188,17 +187,17 @@ def _decide(
         age = view.age(now, topic)
         stale = age > rule.max_metadata_age_s
         min_isr = topic.min_insync_replicas
-        states = topic.partitions
+        rows = topic.partitions.rows
         for p in topic_data.partitions:
             index = p.index
-            state = states.get(index)
-            if state is None:
+            row = rows.get(index)
+            if row is None:
                 if unknown is None:
                     return None
                 verdict = unknown if required > 1 else Verdict.UNKNOWN
                 append(make(key, name, index, verdict, required, metadata_age_s=age))
                 continue
-            isr = state.isr
+            leader, _epoch, _replicas, isr, _offline = row
             if required <= 1:
                 racks: tuple[str, ...] = ()
                 verdict = passed
@@ -212,9 +211,7 @@ def _decide(
                     verdict = Verdict.NOT_ENOUGH_RACKS
                 else:
                     verdict = passed
-            # tuple.__new__ skips the named tuple's Python-level __new__ (same object)
-            append(new(make, (key, name, index, verdict, required, isr, racks, state.leader,
-                              min_isr, age)))
+            append(make(key, name, index, verdict, required, isr, racks, leader, min_isr, age))
     return decisions
 
 
@@ -225,6 +222,6 @@ def unknown_partitions(request: ProduceRequest, view: ClusterView) -> bool:
         if topic is None:
             return True
         for p in topic_data.partitions:
-            if p.index not in topic.partitions:
+            if p.index not in topic.partitions.rows:
                 return True
     return False

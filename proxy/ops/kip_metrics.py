@@ -99,16 +99,17 @@ def compute(view: ClusterView, rule: RackRule, now: float, series: PartitionSeri
         enforced = required > 1
         if not enforced and not every:
             continue
-        for index, p in topic.partitions.items():
-            racks = rack_counts.get(p.isr)
+        for index, row in topic.partitions.rows.items():
+            leader_id, _epoch, _replicas, isr, _offline = row
+            racks = rack_counts.get(isr)
             if racks is None:
-                racks = rack_counts[p.isr] = len(view.isr_racks(p.isr))
+                racks = rack_counts[isr] = len(view.isr_racks(isr))
             under = enforced and racks < required
             at = enforced and racks == required
             if enforced:
                 checked += 1
                 if under or at:
-                    leader = str(p.leader) if p.leader >= 0 else NO_LEADER
+                    leader = str(leader_id) if leader_id >= 0 else NO_LEADER
                     target = under_by if under else at_by
                     target[leader] = target.get(leader, 0) + 1
             if every or (some and (under or at)):

@@ -75,20 +75,29 @@ class Reply:
     frame: bytes
 
 
-class NoReply:
-    """Send nothing anywhere (e.g. an acks=0 produce the proxy refused)."""
-
-
-NO_REPLY = NoReply()
-Action = Forward | Reply | NoReply
-_ACTIONS = (Forward, Reply, NoReply)  # checked before the slower inspect.isawaitable
+Action = Forward | Reply
+_ACTIONS = (Forward, Reply)  # checked before the slower inspect.isawaitable
 _FRAMES = (bytes, memoryview, bytearray)
+
+
+class UpstreamAsk(Protocol):
+    """Send a request of the proxy's own on this client's upstream connection (so with
+    the client's identity) and await the answer frame. ``build`` gets the correlation id
+    to use; the answer never reaches the client."""
+
+    def __call__(self, build: Callable[[int], bytes], api_key: int, api_version: int
+                 ) -> Awaitable[bytes]: ...
+
+
+async def _no_upstream(build: Callable[[int], bytes], api_key: int, api_version: int) -> bytes:
+    raise ConnectionError("no upstream connection to ask")
 
 
 @dataclass(frozen=True, slots=True)
 class ClientInfo:
     peer: str
     listener: str  # "bootstrap" or "node-<id>"
+    ask: UpstreamAsk = field(default=_no_upstream, compare=False, repr=False)
 
 
 class RequestHook(Protocol):
@@ -152,14 +161,17 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._unregistered = False
         self._lingering: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self.info = ClientInfo("?", listener)
+        self._asking: set[asyncio.Future[bytes]] = set()  # the proxy's own requests
+        self._next_own_corr = -1  # counted down: never a client's (they count up from 0)
+        self.info = ClientInfo("?", listener, self.ask_upstream)
 
     # ----- lifecycle
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's is duck-typed
         self._on_open(self)
         peer = transport.get_extra_info("peername")
-        self.info = ClientInfo(f"{peer[0]}:{peer[1]}" if peer else "?", self.listener)
+        self.info = ClientInfo(f"{peer[0]}:{peer[1]}" if peer else "?", self.listener,
+                               self.ask_upstream)
         host = str(peer[0]) if peer else "?"
         refusal = self._guards.admit(host)
         if refusal is not None:
@@ -247,6 +259,10 @@ class ClientConnection(asyncio.BufferedProtocol):
                     linger, self._end_linger)
             else:
                 upstream.close()  # data already written is still delivered
+        for waiter in self._asking:
+            if not waiter.done():
+                waiter.set_exception(ConnectionError("the connection closed"))
+        self._asking.clear()
         if not self._unregistered:
             self._unregistered = True
             for task in self._tasks:
@@ -353,6 +369,28 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._apply(action, api_key, api_version, corr)
         self._release_held()
 
+    def ask_upstream(self, build: Callable[[int], bytes], api_key: int, api_version: int
+                     ) -> asyncio.Future[bytes]:
+        """A request of the proxy's own, sent upstream now, behind what was forwarded;
+        the future gets its answer frame (a copy), or ConnectionError if the pair closes."""
+        waiter: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        if self._closed or self._upstream is None:
+            waiter.set_exception(ConnectionError("no upstream connection"))
+            return waiter
+        corr = self._next_own_corr
+        self._next_own_corr = corr - 1 if corr > -0x7FFFFFFF else -1
+        self._asking.add(waiter)
+
+        def answered(frame: bytes) -> None:
+            self._asking.discard(waiter)
+            if not waiter.done():
+                waiter.set_result(frame)
+
+        self._queue.expect_internal(corr, api_key, api_version, answered)
+        self._outbox.append(build(corr))
+        self._send_upstream()
+        return waiter
+
     def _send_upstream(self) -> None:
         """Write the frames forwarded since the last call, in one write when several."""
         outbox = self._outbox
@@ -401,6 +439,9 @@ class ClientConnection(asyncio.BufferedProtocol):
                     self._metrics.unsolicited_response()
                     if self._lingering is not None and not queue.unanswered_waiting:
                         self._end_linger()  # the broker has acted on every acks=0 request
+                    continue
+                if slot.waiter is not None:
+                    slot.waiter(bytes(frame))  # the proxy's own request: not the client's
                     continue
                 transform = slot.transform
                 if transform is None:

@@ -12,7 +12,9 @@ against the slots that wait for upstream, and a correlation id that does not
 match is a protocol error (the connection must be closed). The one exception:
 a response to a recent acks=0 produce (which Kafka never sends, but some
 Kafka-compatible brokers do) is recognised and dropped, since the client
-expects none.
+expects none. A request of the proxy's own on the client's connection (see
+``expect_internal``) waits for upstream in order like any other but has no
+slot the client sees: its answer goes to the caller's ``waiter``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ ResponseTransform = Callable[[memoryview, int], object]
 class Slot:
     """One response position. ``data`` is set once the bytes for it are known."""
 
-    __slots__ = ("correlation_id", "api_key", "api_version", "transform", "data")
+    __slots__ = ("correlation_id", "api_key", "api_version", "transform", "data", "waiter")
 
     def __init__(
         self,
@@ -37,12 +39,14 @@ class Slot:
         api_key: int,
         api_version: int,
         transform: ResponseTransform | None = None,
+        waiter: Callable[[bytes], None] | None = None,
     ) -> None:
         self.correlation_id = correlation_id
         self.api_key = api_key
         self.api_version = api_version
         self.transform = transform
         self.data: bytes | memoryview | None = None
+        self.waiter = waiter  # set: the proxy's own request; the answer goes there
 
     def fill(self, data: bytes | memoryview) -> None:
         if self.data is not None:
@@ -95,6 +99,16 @@ class ResponseQueue:
     ) -> Slot:
         slot = Slot(correlation_id, api_key, api_version, transform)
         self._slots.append(slot)
+        self._awaiting_upstream.append(slot)
+        self._last_was_unanswered = False
+        return slot
+
+    def expect_internal(self, correlation_id: int, api_key: int, api_version: int,
+                        waiter: Callable[[bytes], None]) -> Slot:
+        """A request of the proxy's own: answered upstream in order, never drained to the
+        client; ``match_upstream`` returns its slot and the caller hands the answer to
+        ``slot.waiter``."""
+        slot = Slot(correlation_id, api_key, api_version, None, waiter)
         self._awaiting_upstream.append(slot)
         self._last_was_unanswered = False
         return slot

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
 from rackguard.protocol.api_versions import MAX_VERSION as API_VERSIONS_MAX
@@ -120,8 +120,23 @@ class ProxyServer:
 
     def set_produce_hook(self, hook: RequestHook) -> None:
         """Install the Produce hook (before ``start``: connections keep the hooks they got)."""
+        self.set_request_hook(ApiKey.PRODUCE, hook)
+
+    def set_request_hook(self, api_key: int, hook: RequestHook) -> None:
+        """Install the hook of one API (before ``start``: connections keep their hooks)."""
         self._hooks = replace(
-            self._hooks, request_hooks={**self._hooks.request_hooks, ApiKey.PRODUCE: hook})
+            self._hooks, request_hooks={**self._hooks.request_hooks, api_key: hook})
+
+    def add_request_hooks(self, hooks: Mapping[int, RequestHook]) -> None:
+        """Install request hooks of further concerns (before ``start``) for APIs no hook
+        claims yet; claiming one twice is a programming error. A hook's ``Forward`` names
+        the response transform of its request: the response rewriter this server keeps
+        for that API (if any) then runs only if the hook names it."""
+        taken = set(hooks) & set(self._hooks.request_hooks)
+        if taken:
+            raise ValueError(f"request hooks for api keys {sorted(taken)} are installed")
+        self._hooks = replace(
+            self._hooks, request_hooks={**self._hooks.request_hooks, **hooks})
 
     # ----- hooks
     def forward_produce(
@@ -149,6 +164,10 @@ class ProxyServer:
     def bootstrap_port(self) -> int:
         server = self._servers[BOOTSTRAP]
         return int(server.sockets[0].getsockname()[1])
+
+    def request_hook(self, api_key: int) -> RequestHook | None:
+        """The hook installed for one API, if any (to chain another before it)."""
+        return self._hooks.request_hooks.get(api_key)
 
     def has_listener(self, node_id: int) -> bool:
         return node_id in self._servers

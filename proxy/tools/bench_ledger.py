@@ -43,10 +43,6 @@ class LedgerLoad:
     requests_per_s: int
 
     @property
-    def partitions_per_s(self) -> int:
-        return self.partitions * self.requests_per_s
-
-    @property
     def label(self) -> str:
         return f"{self.partitions}x{self.requests_per_s}/s"
 

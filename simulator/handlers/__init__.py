@@ -10,6 +10,7 @@ from rackguard.simulator.handlers import (
     fetch,
     group_apis,
     meta,
+    partitions,
     produce,
     sasl_apis,
     txn_apis,
@@ -43,7 +44,10 @@ HANDLERS: dict[int, Handler] = {
     32: admin.describe_configs,
     33: admin.alter_configs,
     36: sasl_apis.sasl_authenticate,
+    37: partitions.create_partitions,
     44: admin.incremental_alter_configs,
+    45: partitions.alter_partition_reassignments,
+    46: partitions.list_partition_reassignments,
     60: meta.describe_cluster,
 }
 

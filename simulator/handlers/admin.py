@@ -3,7 +3,12 @@ DescribeConfigs, AlterConfigs, IncrementalAlterConfigs.
 
 Invariant: any live broker accepts admin requests (there is no separate
 controller); topic configs are free-form strings, validated only for
-min.insync.replicas. Broker configs are read-only and minimal.
+min.insync.replicas, except ``min.insync.racks``, which is refused with
+INVALID_CONFIG as a Kafka broker without KIP-1290 refuses a config it does not
+know. Broker configs are read-only and minimal; the cluster-wide default (BROKER
+resource "") accepts changes and keeps nothing. A client id in
+``deny_alter_configs`` is refused every config change, validate-only included,
+as an ACL without ALTER_CONFIGS would.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ DEFAULT_CONFIG = 5
 # config types
 STRING, INT, LONG = 2, 3, 5
 SET, DELETE = 0, 1
+TOPIC_AUTHORIZATION_FAILED = 29
+CLUSTER_AUTHORIZATION_FAILED = 31
+UNKNOWN_TO_KAFKA = frozenset({"min.insync.racks"})  # KIP-1290 is not in Kafka
 
 _TOPIC_DEFAULTS: dict[str, tuple[str, int]] = {
     "cleanup.policy": ("delete", STRING),
@@ -53,6 +61,9 @@ async def create_topics(ctx: Ctx, req: Any) -> Any:
         configs = {c.name: c.value for c in t.configs if c.value is not None}
         error, message, topic_id = errors.NONE, None, None
         try:
+            unknown = sorted(UNKNOWN_TO_KAFKA & set(configs))
+            if unknown:
+                raise StateError(errors.INVALID_CONFIG, f"Unknown topic config name: {unknown[0]}")
             if req.validate_only:
                 if t.name in core.state.topics:
                     raise StateError(errors.TOPIC_ALREADY_EXISTS, f"topic {t.name!r} exists")
@@ -176,8 +187,19 @@ def _alter(ctx: Ctx, req: Any, incremental: bool) -> list[tuple[int, str | None,
     out = []
     for r in req.resources:
         error, message = errors.NONE, None
-        if r.resource_type != TOPIC:
+        unknown = sorted(UNKNOWN_TO_KAFKA & {c.name for c in r.configs})
+        if ctx.client_id in ctx.core.config.deny_alter_configs:
+            error = TOPIC_AUTHORIZATION_FAILED if r.resource_type == TOPIC else (
+                CLUSTER_AUTHORIZATION_FAILED)
+            message = f"client {ctx.client_id!r} may not alter configs (deny_alter_configs)"
+        elif unknown:
+            error, message = errors.INVALID_CONFIG, f"Unknown config name: {unknown[0]}"
+        elif r.resource_type == BROKER and r.resource_name == "":
+            pass  # the cluster-wide default: accepted, nothing of it kept
+        elif r.resource_type != TOPIC:
             error, message = errors.INVALID_REQUEST, "only topic configs can be altered"
+        elif r.resource_name not in ctx.core.state.topics:
+            error, message = errors.UNKNOWN_TOPIC_OR_PARTITION, "unknown topic"
         else:
             changes: dict[str, str | None] = {}
             for c in r.configs:

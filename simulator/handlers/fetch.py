@@ -1,6 +1,11 @@
 """Fetch and ListOffsets on the simulator (a TEST DOUBLE).
 
-Invariant: only a partition's live leader serves it; a fetch returns whole
+Invariant: a partition's live leader serves it, and so does a live follower for a
+consumer's Fetch v11+ (KIP-392: every replica shares the one log here, up to the high
+watermark). With ``replica_selector="rack_aware"`` the leader answers a consumer that
+names its rack (v11+) and is not in it with the first in-sync, live replica in that rack
+as ``preferred_read_replica`` and no records, as Kafka's RackAwareReplicaSelector does;
+the leader itself, or no same-rack replica, means no redirect. A fetch returns whole
 stored batches from the one holding the fetch offset up to the high
 watermark (read_uncommitted) or last stable offset (read_committed), at
 least one batch when any is available, and waits up to max_wait_ms for an
@@ -27,6 +32,27 @@ LATEST = -1
 MAX_TIMESTAMP = -3
 
 
+def _is_consumer(ctx: Ctx, req: Any) -> bool:
+    if ctx.version >= 15:
+        state = getattr(req, "replica_state", None)
+        return state is None or getattr(state, "replica_id", -1) < 0
+    return bool(req.replica_id < 0)
+
+
+def _read_replica(ctx: Ctx, req: Any, part: Any) -> int:
+    """The replica a rack-aware leader sends this consumer to; -1: read here."""
+    if ctx.core.config.replica_selector != "rack_aware" or ctx.version < 11:
+        return -1
+    rack = req.rack_id
+    brokers = ctx.core.state.brokers
+    if not rack or brokers[part.leader].rack == rack or not _is_consumer(ctx, req):
+        return -1
+    for r in part.replicas:
+        if r in part.isr and brokers[r].alive and brokers[r].rack == rack:
+            return int(r)
+    return -1
+
+
 def _fetch_partition(ctx: Ctx, req: Any, name: str | None, fp: Any) -> tuple[Any, int]:
     part = ctx.core.state.partition(name, fp.partition) if name is not None else None
     unknown = errors.UNKNOWN_TOPIC_ID if ctx.version >= 13 else errors.UNKNOWN_TOPIC_OR_PARTITION
@@ -43,7 +69,10 @@ def _fetch_partition(ctx: Ctx, req: Any, name: str | None, fp: Any) -> tuple[Any
     out.last_stable_offset = log.last_stable_offset
     out.log_start_offset = log.log_start_offset
     epoch = fp.current_leader_epoch if ctx.version >= 9 else -1
-    if part.leader != ctx.node_id:
+    leader = part.leader == ctx.node_id
+    follower = (not leader and part.leader >= 0 and ctx.version >= 11
+                and ctx.node_id in part.replicas and _is_consumer(ctx, req))
+    if not leader and not follower:
         out.error_code = errors.NOT_LEADER_OR_FOLLOWER
     elif epoch >= 0 and epoch < part.leader_epoch:
         out.error_code = errors.FENCED_LEADER_EPOCH
@@ -51,6 +80,8 @@ def _fetch_partition(ctx: Ctx, req: Any, name: str | None, fp: Any) -> tuple[Any
         out.error_code = errors.UNKNOWN_LEADER_EPOCH
     elif not log.log_start_offset <= fp.fetch_offset <= log.log_end_offset:
         out.error_code = errors.OFFSET_OUT_OF_RANGE
+    elif leader and (preferred := _read_replica(ctx, req, part)) >= 0:
+        out.preferred_read_replica = preferred
     else:
         committed = req.isolation_level == READ_COMMITTED
         upper = log.last_stable_offset if committed else log.high_watermark
@@ -81,7 +112,9 @@ def _fetch_once(ctx: Ctx, req: Any) -> tuple[list[Any], int, bool]:
                 part_out.records = b""
                 size = 0
             total += size
-            any_error = any_error or part_out.error_code != errors.NONE
+            # an error or a redirect is answered at once, as Kafka does
+            any_error = (any_error or part_out.error_code != errors.NONE
+                         or part_out.preferred_read_replica >= 0)
             parts.append(part_out)
         topics.append(_FT(topic=ft.topic if ctx.version < 13 else name or "",
                           topic_id=ft.topic_id if ctx.version >= 13 else None,
@@ -97,6 +130,7 @@ async def fetch(ctx: Ctx, req: Any) -> Any:
         if total >= max(req.min_bytes, 1) or any_error or remaining <= 0:
             break
         await ctx.core.wait_for_append(remaining)
+    ctx.core.count_fetch(ctx.client_id, ctx.node_id, total)
     return FetchResponse(
         throttle_time_ms=0, error_code=errors.NONE, session_id=0, responses=topics
     )

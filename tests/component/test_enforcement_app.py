@@ -77,6 +77,7 @@ class Rig:
             "broker_port_base": self.base + 20,
             "min_insync_racks": 2,
             "metadata_refresh_interval_ms": 60_000,  # tests refresh explicitly
+            "config_topic": "",  # the config topic's own tests turn it on
             **overrides,
         })
         app = Rackguard(settings, clock=clock)

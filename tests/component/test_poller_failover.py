@@ -43,7 +43,12 @@ async def test_view_stays_fresh_while_a_rack_fails(rig: Rig, mode: str,
                   max_metadata_age_ms=3000, admin_connect_timeout_ms=300,
                   admin_request_timeout_ms=600, metadata_hedge_delay_ms=100)
     await app.start()
-    await asyncio.sleep(INTERVAL_S * 2)  # a poll or two: the proxy knows every broker
+    every = set(range(1, 7))
+    for _ in range(500):  # a poll or two: the proxy knows every broker
+        if set(app.store.view.brokers) == every:
+            break
+        await asyncio.sleep(0.01)
+    assert set(app.store.view.brokers) == every
     if mode == "kill":
         await cluster.kill_rack("rack-a")
     else:

@@ -68,12 +68,15 @@ async def test_acks0_produce_expects_no_response(make_proxy) -> None:  # type: i
 
 
 async def test_proxy_made_response_waits_behind_inflight(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    replied = asyncio.Event()
+
     async def slow(req: Received) -> list[bytes]:
-        await asyncio.sleep(0.3)
+        await replied.wait()  # the broker answers only once the proxy has its own reply
         return [echo_response(req.correlation_id, b"upstream")]
 
     def reject_all(client: ClientInfo, frame: memoryview, key: int, version: int,
                    corr: int) -> Reply:
+        replied.set()
         return Reply(echo_response(corr, b"local"))
 
     server, broker = await make_proxy(slow, produce_hook=reject_all)
@@ -212,15 +215,20 @@ async def test_metadata_is_rewritten_and_node_listener_opens(make_proxy, port_ba
 
 
 async def test_graceful_stop_lets_inflight_finish(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    arrived, release = asyncio.Event(), asyncio.Event()
+
     async def slow(req: Received) -> list[bytes]:
-        await asyncio.sleep(0.3)
+        arrived.set()
+        await release.wait()
         return [echo_response(req.correlation_id)]
 
     server, _ = await make_proxy(slow)
     client = await RawClient.connect(server.bootstrap_port)
     client.send(opaque_request(HEARTBEAT, 0, 5))
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(arrived.wait(), 10)  # in flight: at the broker, not answered
     stopping = asyncio.ensure_future(server.stop(timeout=5))
+    await asyncio.sleep(0)  # stop runs up to its wait for the in-flight request
+    release.set()
     assert corr_of(await client.recv()) == 5
     await stopping
     assert await client.closed()
@@ -295,7 +303,10 @@ async def test_requests_sent_just_before_the_client_leaves_still_arrive(make_pro
             break
         await asyncio.sleep(0.01)
     assert sorted(r.correlation_id for r in broker.received) == list(range(5))
-    await asyncio.sleep(0.05)
+    for _ in range(200):
+        if metric(server, "rackguard_connections_open", {"listener": "bootstrap"}) == 0:
+            break
+        await asyncio.sleep(0.01)
     assert metric(server, "rackguard_connections_open", {"listener": "bootstrap"}) == 0
 
 
@@ -320,3 +331,28 @@ async def test_version_above_what_the_proxy_reads_is_refused(make_proxy) -> None
     assert broker.received == []
     assert metric(server, "rackguard_bad_frames_total",
                   {"side": "client", "reason": "unsupported_version"}) == 4
+
+
+async def test_a_hook_asks_the_broker_on_the_clients_connection(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    async def slow(req: Received) -> list[bytes]:
+        if req.correlation_id == 20:
+            await asyncio.sleep(0.2)  # answered after the proxy's own request was sent
+        return [echo_response(req.correlation_id, b"up-%d" % req.correlation_id)]
+
+    async def ask_first(client: ClientInfo, frame: memoryview, key: int, version: int,
+                        corr: int) -> Reply:
+        answer = await client.ask(lambda own: opaque_request(HEARTBEAT, 0, own), HEARTBEAT, 0)
+        return Reply(echo_response(corr, b"local after " + answer[8:]))
+
+    server, broker = await make_proxy(slow, produce_hook=ask_first)
+    client = await RawClient.connect(server.bootstrap_port)
+    client.send(opaque_request(HEARTBEAT, 0, 20))
+    client.send(produce_frame(21, acks=-1))
+    client.send(opaque_request(HEARTBEAT, 0, 22))
+    answers = [await client.recv() for _ in range(3)]
+    assert [corr_of(a) for a in answers] == [20, 21, 22]
+    assert answers[1][8:] == b"local after up--1"  # the broker's answer to the proxy
+    # upstream saw the client's first request, the proxy's own, then the client's third,
+    # on the one connection: the held request went after the hook's decision
+    assert [r.correlation_id for r in broker.received] == [20, -1, 22]
+    assert len({r.conn for r in broker.received}) == 1

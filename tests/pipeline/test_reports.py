@@ -252,6 +252,13 @@ def test_placement(spark: Any, ledger: Any) -> None:
         "with min.insync.racks=2, acks=all produces to them are refused even while every "
         "broker is up.",)
     assert rep.verdict.at_risk
+    # the audit's categories over time, per topic: partition-seconds (N = 2, replica racks)
+    over_time = [(r["topic"], r["partitions"], r["seconds_observed"], r["seconds_unsatisfiable"],
+                  r["seconds_fragile"], r["seconds_healthy"])
+                 for r in rep.tables["topic_time"].collect()]
+    assert over_time == [("audit", 1, 30.0, 20.0, 10.0, 0.0), ("orders", 2, 50.0, 20.0, 0.0, 30.0)]
+    assert (rep.summary["partition_seconds_unsatisfiable"],
+            rep.summary["partition_seconds_fragile"]) == (40.0, 10.0)
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "parquet"])

@@ -24,7 +24,9 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry, generate_latest
 from rackguard.proxy.app import Rackguard
+from rackguard.proxy.locality.metrics import LocalityMetrics
 from rackguard.proxy.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,8 +175,11 @@ def test_prometheus_scrapes_rackguard(services: dict[str, dict[str, Any]]) -> No
 
 def exported_names() -> set[str]:
     app = Rackguard(load_settings({"upstream": "127.0.0.1:9"}))
+    locality = CollectorRegistry()  # what a proxy with client_rack adds (at start)
+    LocalityMetrics(locality, "rack-a", "fill")
+    text = app.metrics_text().decode() + generate_latest(locality).decode()
     names = set()
-    for name, kind in re.findall(r"# TYPE (\S+) (\S+)", app.metrics_text().decode()):
+    for name, kind in re.findall(r"# TYPE (\S+) (\S+)", text):
         names.add(name)
         if kind == "histogram":
             names.update(name + s for s in ("_bucket", "_sum", "_count"))
@@ -210,7 +215,8 @@ def test_grafana_dashboard_and_datasource() -> None:
     used = set().union(*(referenced(e) for e in exprs))
     assert used <= exported_names(), used - exported_names()
     for needed in ("rackguard_under_min_rack_isr_partitions", "rackguard_isr_rack_count",
-                   "rackguard_produce_partitions_total", "rackguard_bytes_total"):
+                   "rackguard_produce_partitions_total", "rackguard_bytes_total",
+                   "rackguard_fetch_bytes_total"):
         assert needed in used  # rack coverage, rejections, throughput
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids))

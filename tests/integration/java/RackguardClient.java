@@ -4,6 +4,16 @@
 //   produce  bootstrap= topic= n= [partitions=]        idempotent, acks=all
 //   consume  bootstrap= topic= group= n= [timeout_ms=]  group consumer, commitSync
 //   admin    bootstrap= [topic=] [create=1] [partitions=]  describe cluster, list topics
+//   configs  bootstrap= topic= value= lowered=   createTopics with min.insync.racks=value,
+//            describeConfigs, incrementalAlterConfigs to lowered, describeConfigs again
+//   member   bootstrap= topic= group= seconds= [rack=] [client_id=] [group_protocol=]
+//            [assignor=range|cooperative-sticky]
+//            a group member for the given time (client.rack = rack when given;
+//            group_protocol=consumer: KIP-848's ConsumerGroupHeartbeat, default classic);
+//            prints the partitions assigned to it at the end
+//   create-assigned  bootstrap= topic= assignment=1,2;3,4 [kind=topics|partitions]
+//            [count=] [validate=1]   createTopics / createPartitions with explicit
+//            replica assignments (';' between partitions); reports the error class
 //   stream   bootstrap= topic= seconds= acked=FILE [rate=] [prefix=]
 //            idempotent, acks=all, for the given time at about rate records/s; each
 //            acknowledged record's "value partition offset" is appended to FILE
@@ -22,6 +32,7 @@ import org.apache.kafka.clients.admin.*;
 import org.apache.kafka.clients.consumer.*;
 import org.apache.kafka.clients.producer.*;
 import org.apache.kafka.common.*;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.*;
 
 public class RackguardClient {
@@ -81,8 +92,48 @@ public class RackguardClient {
             case "produce": produce(); break;
             case "consume": consume(); break;
             case "admin": admin(); break;
+            case "create-assigned": createAssigned(); break;
             case "stream": stream(); break;
+            case "configs": configs(); break;
+            case "member": member(); break;
             default: throw new IllegalArgumentException("mode " + mode);
+        }
+    }
+
+    static String described(Admin admin, ConfigResource resource) throws Exception {
+        Config config = admin.describeConfigs(List.of(resource),
+            new DescribeConfigsOptions().includeSynonyms(true)).all().get().get(resource);
+        ConfigEntry e = config.get("min.insync.racks");
+        if (e == null) return "null";
+        return "{\"value\":" + q(e.value()) + ",\"source\":" + q(e.source().name())
+            + ",\"synonyms\":" + e.synonyms().size() + "}";
+    }
+
+    // min.insync.racks through the Java AdminClient: create, describe, alter, describe
+    static void configs() throws Exception {
+        String topic = opt("topic", null);
+        try (Admin admin = Admin.create(base())) {
+            NewTopic nt = new NewTopic(topic, 1, (short) 3)
+                .configs(Map.of("min.insync.racks", opt("value", null)));
+            admin.createTopics(List.of(nt)).all().get();
+            ConfigResource resource = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+            String created = described(admin, resource);
+            admin.incrementalAlterConfigs(Map.of(resource, List.of(new AlterConfigOp(
+                new ConfigEntry("min.insync.racks", opt("lowered", null)),
+                AlterConfigOp.OpType.SET)))).all().get();
+            String altered = described(admin, resource);
+            String refused;
+            try {
+                admin.incrementalAlterConfigs(Map.of(resource, List.of(new AlterConfigOp(
+                    new ConfigEntry("min.insync.racks", "zero"), AlterConfigOp.OpType.SET))))
+                    .all().get();
+                refused = "null";
+            } catch (java.util.concurrent.ExecutionException e) {
+                refused = q(e.getCause().getClass().getSimpleName() + ": "
+                    + e.getCause().getMessage());
+            }
+            emit("{\"mode\":\"configs\",\"created\":" + created + ",\"altered\":" + altered
+                + ",\"refused\":" + refused + "}");
         }
     }
 
@@ -225,6 +276,41 @@ public class RackguardClient {
         }
     }
 
+    static void member() throws Exception {
+        Properties p = base();
+        p.put("client.id", opt("client_id", "rackguard-java"));
+        p.put("group.id", opt("group", null));
+        p.put("client.rack", opt("rack", ""));
+        p.put("auto.offset.reset", "earliest");
+        p.put("enable.auto.commit", "false");
+        p.put("max.poll.interval.ms", "10000");
+        String protocol = opt("group_protocol", "classic");
+        p.put("group.protocol", protocol);
+        if (protocol.equals("classic")) {  // the broker's settings in a KIP-848 group
+            p.put("session.timeout.ms", "6000");
+            p.put("heartbeat.interval.ms", "500");
+            p.put("partition.assignment.strategy",
+                "cooperative-sticky".equals(opt("assignor", "range"))
+                    ? CooperativeStickyAssignor.class.getName()
+                    : RangeAssignor.class.getName());
+        }
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        long deadline = System.nanoTime()
+            + TimeUnit.SECONDS.toNanos(Long.parseLong(opt("seconds", "10")));
+        KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(p);
+        try {
+            consumer.subscribe(Collections.singletonList(opt("topic", null)));
+            while (System.nanoTime() < deadline) consumer.poll(Duration.ofMillis(100));
+            List<Integer> parts = new ArrayList<>();
+            for (TopicPartition tp : consumer.assignment()) parts.add(tp.partition());
+            Collections.sort(parts);
+            emit("{\"mode\":\"member\",\"partitions\":" + parts + "}");
+        } finally {
+            consumer.close(Duration.ofSeconds(5));
+        }
+    }
+
     static void admin() throws Exception {
         Properties p = base();
         try (Admin admin = Admin.create(p)) {
@@ -265,5 +351,39 @@ public class RackguardClient {
                 + (controller == null ? "null" : node(controller)) + ",\"nodes\":" + nodes
                 + ",\"topics\":" + topics + ",\"leaders\":" + leaders + "}");
         }
+    }
+
+    static void createAssigned() throws Exception {
+        List<List<Integer>> parts = new ArrayList<>();
+        for (String part : opt("assignment", null).split(";")) {
+            List<Integer> replicas = new ArrayList<>();
+            for (String b : part.split(",")) replicas.add(Integer.parseInt(b.trim()));
+            parts.add(replicas);
+        }
+        String topic = opt("topic", null);
+        boolean validate = "1".equals(opts.get("validate"));
+        String error = null;
+        String message = null;
+        try (Admin admin = Admin.create(base())) {
+            try {
+                if ("partitions".equals(opt("kind", "topics"))) {
+                    int count = Integer.parseInt(opt("count", null));
+                    admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(count, parts)),
+                            new CreatePartitionsOptions().validateOnly(validate))
+                        .all().get(15, TimeUnit.SECONDS);
+                } else {
+                    Map<Integer, List<Integer>> assignment = new HashMap<>();
+                    for (int i = 0; i < parts.size(); i++) assignment.put(i, parts.get(i));
+                    admin.createTopics(List.of(new NewTopic(topic, assignment)),
+                            new CreateTopicsOptions().validateOnly(validate))
+                        .all().get(15, TimeUnit.SECONDS);
+                }
+            } catch (java.util.concurrent.ExecutionException e) {
+                error = e.getCause().getClass().getSimpleName();
+                message = e.getCause().getMessage();
+            }
+        }
+        emit("{\"mode\":\"create-assigned\",\"error\":" + q(error) + ",\"message\":"
+            + q(message) + "}");
     }
 }

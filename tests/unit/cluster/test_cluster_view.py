@@ -12,6 +12,7 @@ between chunks of work builds the same view.
 from __future__ import annotations
 
 import dataclasses
+import gc
 
 import pytest
 from rackguard.protocol.metadata import TopicMetadata
@@ -396,3 +397,33 @@ def test_build_on_an_explicit_base(store: ClusterViewStore) -> None:
     assert store.view.topics == {}  # built, not installed
     second = store.build(snap([topic("b", [part(0, (1,))])]), full=False, base=first)
     assert set(second.topics) == {"a", "b"}
+
+
+def test_partition_rows_are_left_untracked_by_the_cyclic_collector(
+    store: ClusterViewStore,
+) -> None:
+    """A view's partitions must not stay in the collector's generations: at 100,000 of
+    them every collection that scans them stalls all threads (the reason the view holds
+    plain rows, not an object per partition)."""
+    parts = [part(i, (1 + i % 3, 1 + (i + 1) % 3)) for i in range(50)]
+    view = store.apply_metadata(snap([topic("a", parts)]), full=True)
+    gc.collect(0)  # the first young collection that sees them is enough
+    rows = view.topics["a"].partitions.rows
+    assert len(rows) == 50 and not any(gc.is_tracked(r) for r in rows.values())
+    assert view.topics["a"].partitions[3] == PartitionState(*rows[3])
+
+
+def test_a_refresh_shares_the_partitions_of_unchanged_topics(
+    store: ClusterViewStore, clock: Clock
+) -> None:
+    """Each refresh would otherwise leave new long-lived objects for every topic for the
+    cyclic GC to promote and scan; the topic itself is new (it was confirmed now)."""
+    before = store.apply_metadata(
+        snap([topic("a", [part(0, (1, 2))]), topic("b", [part(0, (1,))])]), full=True)
+    clock.t += 1
+    after = store.apply_metadata(
+        snap([topic("a", [part(0, (1, 2))]), topic("b", [part(0, (1, 3))])]), full=True)
+    assert after.topics["a"].partitions is before.topics["a"].partitions
+    assert after.topics["a"].updated_at == clock.t
+    assert after.topics["b"].partitions is not before.topics["b"].partitions
+    assert after.topics["b"].partitions[0].isr == (1, 3)

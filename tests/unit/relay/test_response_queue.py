@@ -149,3 +149,21 @@ def test_empty_bytes_count_as_filled() -> None:
     slot.fill(b"")
     q.local(2, 0, 9, b"x")
     assert q.drain() == [b"", b"x"]
+
+
+def test_internal_request_waits_in_order_and_is_never_drained() -> None:
+    q = ResponseQueue()
+    got: list[bytes] = []
+    q.expect_upstream(1, 3, 12)
+    internal = q.expect_internal(-1, 44, 0, got.append)
+    q.expect_upstream(2, 3, 12)
+    assert (len(q), q.awaiting_upstream) == (2, 3)  # no slot the client sees
+    q.match_upstream(1).fill(b"r1")
+    slot = q.match_upstream(-1)
+    assert slot is internal and slot.waiter is not None
+    slot.waiter(b"mine")
+    q.match_upstream(2).fill(b"r2")
+    assert q.drain() == [b"r1", b"r2"] and got == [b"mine"]
+    q.expect_internal(-2, 44, 0, got.append)
+    with pytest.raises(ProtocolError):
+        q.match_upstream(3)  # the proxy's own request is answered first

@@ -1,0 +1,261 @@
+"""Fetch request (api key 1): find the consumer's RackId (v11+) and fill it when empty.
+
+KIP-392 added ``rack_id`` to Fetch v11 as the request's last top-level field (in the
+flexible versions, v12+, only the top-level tagged fields follow it). A broker with
+``replica.selector.class=RackAwareReplicaSelector`` uses it to name a same-rack replica
+in the response (``preferred_read_replica``).
+
+Invariants: :func:`fill_fetch_rack` walks the request up to ``rack_id`` without copying
+anything and returns ``None`` (forward the original bytes) unless ``rack_id`` is the
+empty string; a filled request is the original bytes with a new size prefix and only the
+``rack_id`` field replaced: every byte before it and every tagged field after it is the
+client's own. Versions below 11 have no rack and are never read. Malformed input
+(truncation, negative lengths, trailing bytes) raises
+:class:`~rackguard.protocol.primitives.ProtocolError` and nothing else.
+
+Layout (Kafka's FetchRequest.json): replica_id (int32, v0-14), max_wait_ms, min_bytes,
+max_bytes (v3+), isolation_level (int8, v4+), session_id and session_epoch (v7+),
+topics[] { topic (string, v0-12) | topic_id (uuid, v13+), partitions[] { partition,
+current_leader_epoch (v9+), fetch_offset (int64), last_fetched_epoch (v12+),
+log_start_offset (int64, v5+), partition_max_bytes } }, forgotten_topics_data[] (v7+)
+{ topic | topic_id, partitions[] int32 }, rack_id (string, v11+).
+"""
+
+from __future__ import annotations
+
+import struct
+from functools import lru_cache
+
+from rackguard.protocol.headers import parse_request_header
+from rackguard.protocol.primitives import (
+    Buffer,
+    ProtocolError,
+    encode_string,
+    need,
+    pack_int32,
+    read_array_len,
+    read_uvarint,
+    skip_string,
+    skip_tagged_fields,
+)
+
+FETCH_API_KEY = 1
+FIRST_RACK_VERSION = 11
+FIRST_FLEXIBLE_VERSION = 12
+FIRST_TOPIC_ID_VERSION = 13
+FIRST_NO_REPLICA_ID_VERSION = 15
+MAX_FETCH_VERSION = 15  # the proxy's ApiVersions cap (protocol.api_versions)
+
+_I16 = struct.Struct(">h").unpack_from
+
+
+def _partition_size(version: int) -> int:
+    """Bytes of one partition entry's fixed fields (tagged fields not included)."""
+    size = 4 + 8 + 4  # partition, fetch_offset, partition_max_bytes
+    if version >= 9:
+        size += 4  # current_leader_epoch
+    if version >= 12:
+        size += 4  # last_fetched_epoch
+    if version >= 5:
+        size += 8  # log_start_offset
+    return size
+
+
+_PARTITION_SIZES = {v: _partition_size(v) for v in range(FIRST_RACK_VERSION, MAX_FETCH_VERSION + 1)}
+
+
+def rack_span(frame: Buffer, version: int, body: int) -> tuple[int, int, int]:
+    """(start, payload start, end) of the ``rack_id`` field of a v11+ request whose body
+    starts at ``body``; checks that nothing but tagged fields (v12+) follows it."""
+    if not FIRST_RACK_VERSION <= version <= MAX_FETCH_VERSION:
+        raise ProtocolError(f"Fetch v{version} has no rack_id the proxy reads")
+    pos = body + (12 if version >= FIRST_NO_REPLICA_ID_VERSION else 16)  # .. max_bytes
+    pos += 1 + 8  # isolation_level, session_id, session_epoch
+    need(frame, pos, 0)
+    try:
+        if version >= FIRST_FLEXIBLE_VERSION:
+            start = _skip_flexible(frame, pos, _PARTITION_SIZES[version],
+                                   version >= FIRST_TOPIC_ID_VERSION)
+        else:
+            start = _skip_classic(frame, pos, _PARTITION_SIZES[version])
+    except IndexError:
+        raise ProtocolError("truncated Fetch request") from None
+    if version >= FIRST_FLEXIBLE_VERSION:
+        n, pos = read_uvarint(frame, start)
+        n -= 1
+    else:
+        need(frame, start, 2)
+        n = _I16(frame, start)[0]
+        pos = start + 2
+    payload = pos
+    if n > 0:
+        pos += n
+    need(frame, pos, 0)
+    end = pos
+    if version >= FIRST_FLEXIBLE_VERSION:
+        pos = skip_tagged_fields(frame, pos)
+    if pos != len(frame):
+        raise ProtocolError(f"{len(frame) - pos} bytes after the Fetch request at offset {pos}")
+    if n < 0:
+        raise ProtocolError(f"null rack_id in a Fetch v{version} request")
+    return start, payload, end
+
+
+def _count(frame: Buffer, pos: int) -> tuple[int, int]:
+    """A compact array length that must not be null (-1)."""
+    n, pos = read_uvarint(frame, pos)
+    if n == 0:
+        raise ProtocolError(f"null array at offset {pos}")
+    return n - 1, pos
+
+
+def _skip_flexible(frame: Buffer, pos: int, fixed: int, by_id: bool) -> int:
+    """Past topics and forgotten_topics_data of a v12+ request (the hot path: a byte
+    below 0x80 is a whole length, and most structs carry no tagged fields)."""
+    b = frame[pos]
+    if 0 < b < 0x80:
+        topics, pos = b - 1, pos + 1
+    else:
+        topics, pos = _count(frame, pos)
+    for _ in range(topics):
+        if by_id:
+            pos += 16
+        else:
+            b = frame[pos]
+            if b < 0x80:
+                pos += b if b else 1  # compact string: length + 1, then the bytes
+            else:
+                n, pos = read_uvarint(frame, pos)
+                pos += n - 1
+        b = frame[pos]
+        if 0 < b < 0x80:
+            partitions, pos = b - 1, pos + 1
+        else:
+            partitions, pos = _count(frame, pos)
+        for _ in range(partitions):
+            pos += fixed
+            if frame[pos] == 0:
+                pos += 1
+            else:
+                pos = skip_tagged_fields(frame, pos)
+        if frame[pos] == 0:
+            pos += 1
+        else:
+            pos = skip_tagged_fields(frame, pos)
+    forgotten, pos = _count(frame, pos)
+    for _ in range(forgotten):
+        pos = pos + 16 if by_id else skip_string(frame, pos, True)
+        partitions, pos = _count(frame, pos)
+        pos = skip_tagged_fields(frame, pos + 4 * partitions)
+    return pos
+
+
+def _skip_classic(frame: Buffer, pos: int, fixed: int) -> int:
+    """Past topics and forgotten_topics_data of a v11 request."""
+    topics, pos = read_array_len(frame, pos, False, nullable=False)
+    for _ in range(topics):
+        pos = skip_string(frame, pos, False)
+        partitions, pos = read_array_len(frame, pos, False, nullable=False)
+        pos += partitions * fixed
+    forgotten, pos = read_array_len(frame, pos, False, nullable=False)
+    for _ in range(forgotten):
+        pos = skip_string(frame, pos, False)
+        partitions, pos = read_array_len(frame, pos, False, nullable=False)
+        pos += 4 * partitions
+    return pos
+
+
+def read_fetch_rack(frame: Buffer) -> str:
+    """The ``rack_id`` of a Fetch v11+ request frame ("" when the client set none)."""
+    header = parse_request_header(frame)
+    _, payload, end = rack_span(frame, header.api_version,
+                                request_body_offset(frame, header.api_version))
+    try:
+        return str(frame[payload:end], "utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError("invalid UTF-8 rack_id in a Fetch request") from exc
+
+
+def request_body_offset(frame: Buffer, version: int) -> int:
+    """Where a Fetch request's body starts (after the client id and, from v12, the
+    header's tagged fields): the one header field the fill needs, read in place."""
+    need(frame, 12, 2)
+    n = _I16(frame, 12)[0]
+    pos = 14 + n if n > 0 else 14
+    need(frame, pos, 0)
+    if version >= FIRST_FLEXIBLE_VERSION:
+        if pos < len(frame) and frame[pos] == 0:
+            return pos + 1
+        return skip_tagged_fields(frame, pos)
+    return pos
+
+
+@lru_cache(maxsize=64)
+def _rack_field(rack: str, flexible: bool) -> bytes:
+    return encode_string(rack, flexible)
+
+
+def fill_fetch_rack(frame: Buffer, version: int, rack: str) -> bytes | None:
+    """The request with ``rack`` as its rack_id when the client sent an empty one;
+    None when the client named a rack of its own (forward its bytes unchanged)."""
+    span = _quick_rack_span(frame, version) if version >= FIRST_FLEXIBLE_VERSION else None
+    if span is None:
+        span = rack_span(frame, version, request_body_offset(frame, version))
+    start, payload, end = span
+    if end != payload:
+        return None
+    field = _rack_field(rack, version >= FIRST_FLEXIBLE_VERSION)
+    size = len(frame) - 4 - (end - start) + len(field)
+    return b"".join((pack_int32(size), frame[4:start], field, frame[end:]))
+
+
+def _quick_rack_span(frame: Buffer, version: int) -> tuple[int, int, int] | None:
+    """:func:`rack_span` of a v12-v15 request in the shape consumers send (every length
+    one byte, no tagged fields, no forgotten topics), in one pass without calls; None for
+    anything else, which the general walk then reads (or rejects)."""
+    if version > MAX_FETCH_VERSION:
+        return None
+    try:
+        n = _I16(frame, 12)[0]
+        pos = 14 + n if n > 0 else 14
+        if frame[pos]:
+            return None  # header tagged fields
+        pos += 22 if version >= FIRST_NO_REPLICA_ID_VERSION else 26
+        fixed = _PARTITION_SIZES[version]
+        by_id = version >= FIRST_TOPIC_ID_VERSION
+        b = frame[pos]
+        if not 0 < b < 0x80:
+            return None
+        pos += 1
+        for _ in range(b - 1):
+            if by_id:
+                pos += 16
+            else:
+                b = frame[pos]
+                if not 0 < b < 0x80:
+                    return None
+                pos += b
+            b = frame[pos]
+            if not 0 < b < 0x80:
+                return None
+            pos += 1
+            for _ in range(b - 1):
+                pos += fixed
+                if frame[pos]:
+                    return None
+                pos += 1
+            if frame[pos]:
+                return None
+            pos += 1
+        if frame[pos] != 1:
+            return None  # forgotten topics (or a malformed count)
+        start = pos + 1
+        b = frame[start]
+        if not 0 < b < 0x80:
+            return None
+        end = start + b
+        if end + 1 != len(frame) or frame[end]:
+            return None  # top-level tagged fields, or bytes that do not belong
+        return start, start + 1, end
+    except (IndexError, struct.error):
+        return None

@@ -1,0 +1,1 @@
+"""Replica placement against min.insync.racks: audit, planner, KIP-36 assignment (issue 18)."""

@@ -1,0 +1,186 @@
+"""The placement audit: which partitions' replicas can meet min.insync.racks.
+
+Invariant: a pure function of frozen inputs (see :mod:`.model`). Per
+partition of a topic with ``N = required(topic)`` and ``R`` the distinct racks
+of its replicas (all of them, offline ones included: placement is about where
+the replicas live, the ISR metrics are about where they are in sync):
+
+* unsatisfiable: ``R < N`` - acks=all is refused even with every broker up;
+* fragile: ``R == N`` - losing any one of those racks refuses it;
+* healthy: ``R > N``.
+
+Leaders are counted per broker and per rack from the current leader (a
+partition without one is counted as leaderless); replicas per broker, per
+rack, and per rack of each topic. Topics are ordered worst first: most
+unsatisfiable partitions, then most fragile, then by name.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from rackguard.proxy.placement.model import (
+    PartitionReplicas,
+    Racks,
+    Topics,
+    counted_rack,
+    rack_label,
+    replica_racks,
+)
+
+
+class Status(Enum):
+    UNSATISFIABLE = "unsatisfiable"
+    FRAGILE = "fragile"
+    HEALTHY = "healthy"
+
+
+def classify(rack_count: int, required: int) -> Status:
+    if rack_count < required:
+        return Status.UNSATISFIABLE
+    if rack_count == required:
+        return Status.FRAGILE
+    return Status.HEALTHY
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFinding:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    racks: tuple[str, ...]
+    required: int
+    status: Status
+    offline: tuple[int, ...]
+    unknown: tuple[int, ...]  # replicas on brokers the broker map does not know
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "partition": self.partition,
+                "replicas": list(self.replicas), "racks": list(self.racks),
+                "min_insync_racks": self.required, "status": self.status.value,
+                "offline": list(self.offline), "unknown_brokers": list(self.unknown)}
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAudit:
+    topic: str
+    required: int
+    partitions: int
+    unsatisfiable: int
+    fragile: int
+    offline_replicas: int
+    replicas_per_rack: dict[str, int]
+    leaders_per_rack: dict[str, int]
+    findings: tuple[PartitionFinding, ...]  # unsatisfiable and fragile partitions, by id
+
+    @property
+    def healthy(self) -> int:
+        return self.partitions - self.unsatisfiable - self.fragile
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topic": self.topic, "min_insync_racks": self.required,
+                "partitions": self.partitions, "unsatisfiable": self.unsatisfiable,
+                "fragile": self.fragile, "healthy": self.healthy,
+                "offline_replicas": self.offline_replicas,
+                "replicas_per_rack": _labelled(self.replicas_per_rack),
+                "leaders_per_rack": _labelled(self.leaders_per_rack),
+                "partitions_at_risk": [f.to_json() for f in self.findings]}
+
+
+@dataclass(frozen=True, slots=True)
+class Audit:
+    topics: tuple[TopicAudit, ...]  # worst first
+    brokers: dict[int, str]  # broker -> the rack it counts as
+    leaders_per_broker: dict[int, int]
+    leaders_per_rack: dict[str, int]
+    replicas_per_broker: dict[int, int]
+    replicas_per_rack: dict[str, int]
+    leaderless: int
+
+    @property
+    def partitions(self) -> int:
+        return sum(t.partitions for t in self.topics)
+
+    @property
+    def unsatisfiable(self) -> int:
+        return sum(t.unsatisfiable for t in self.topics)
+
+    @property
+    def fragile(self) -> int:
+        return sum(t.fragile for t in self.topics)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partitions": self.partitions, "unsatisfiable": self.unsatisfiable,
+            "fragile": self.fragile, "leaderless": self.leaderless,
+            "brokers": {str(b): rack_label(r) for b, r in sorted(self.brokers.items())},
+            "leaders_per_broker": {str(b): n for b, n in sorted(self.leaders_per_broker.items())},
+            "leaders_per_rack": _labelled(self.leaders_per_rack),
+            "replicas_per_broker": {str(b): n
+                                    for b, n in sorted(self.replicas_per_broker.items())},
+            "replicas_per_rack": _labelled(self.replicas_per_rack),
+            "topics": [t.to_json() for t in self.topics],
+        }
+
+
+def _labelled(counts: dict[str, int]) -> dict[str, int]:
+    return {rack_label(r): n for r, n in sorted(counts.items())}
+
+
+def audit(racks: Racks, topics: Topics, required: Callable[[str], int]) -> Audit:
+    """Audit every partition of ``topics`` against ``required(topic)`` racks."""
+    brokers = {b: counted_rack(racks, b) or "" for b in racks}
+    leaders_b: Counter[int] = Counter(dict.fromkeys(racks, 0))
+    replicas_b: Counter[int] = Counter(dict.fromkeys(racks, 0))
+    leaders_r: Counter[str] = Counter(dict.fromkeys(brokers.values(), 0))
+    replicas_r: Counter[str] = Counter(dict.fromkeys(brokers.values(), 0))
+    leaderless = 0
+    audits: list[TopicAudit] = []
+    for name, partitions in topics.items():
+        n = required(name)
+        t = _audit_topic(name, n, racks, partitions)
+        audits.append(t)
+        for p in partitions.values():
+            if p.leader < 0:
+                leaderless += 1
+            else:
+                leaders_b[p.leader] += 1
+            replicas_b.update(p.replicas)
+        leaders_r.update(t.leaders_per_rack)
+        replicas_r.update(t.replicas_per_rack)
+    audits.sort(key=lambda t: (-t.unsatisfiable, -t.fragile, t.topic))
+    return Audit(tuple(audits), brokers, dict(leaders_b), dict(leaders_r), dict(replicas_b),
+                 dict(replicas_r), leaderless)
+
+
+def _audit_topic(name: str, required: int, racks: Racks,
+                 partitions: Mapping[int, PartitionReplicas]) -> TopicAudit:
+    findings: list[PartitionFinding] = []
+    counts = Counter[Status]()
+    per_rack: Counter[str] = Counter()
+    leaders: Counter[str] = Counter()
+    offline = 0
+    for index in sorted(partitions):
+        p = partitions[index]
+        spanned = replica_racks(racks, p.replicas)
+        status = classify(len(spanned), required)
+        counts[status] += 1
+        offline += len(p.offline)
+        for broker in p.replicas:
+            rack = counted_rack(racks, broker)
+            if rack is not None:
+                per_rack[rack] += 1
+        leader_rack = counted_rack(racks, p.leader) if p.leader >= 0 else None
+        if leader_rack is not None:
+            leaders[leader_rack] += 1
+        if status is not Status.HEALTHY:
+            unknown = tuple(b for b in p.replicas if b not in racks)
+            findings.append(PartitionFinding(name, index, p.replicas, tuple(sorted(spanned)),
+                                             required, status, p.offline, unknown))
+    return TopicAudit(name, required, len(partitions), counts[Status.UNSATISFIABLE],
+                      counts[Status.FRAGILE], offline, dict(per_rack), dict(leaders),
+                      tuple(findings))

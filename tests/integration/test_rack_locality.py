@@ -1,0 +1,168 @@
+"""Same-rack fetching through the sidecar (KIP-392): what client_rack saves, measured.
+
+The simulator (six brokers, rack-a: 1 and 4, rack-b: 2 and 5, rack-c: 3 and 6) runs
+Kafka's RackAwareReplicaSelector; topic ``loc`` has 6 partitions with a replica in every
+rack and its leaders spread over the racks. In each rack a kafka-python consumer (no
+client.rack of its own) reads the whole topic through that rack's ``rackguard serve``:
+
+- client_rack unset: the consumers read from the leaders, so about two thirds of the
+  bytes cross racks (by the simulator's own count of who served what);
+- client_rack set, ``observe``: nothing changes on the wire (the same two thirds), and
+  the proxies' ``rackguard_fetch_bytes_total{locality}`` says the same as the simulator;
+- client_rack set, ``fill``: the leaders send each consumer to its own rack's replica,
+  and cross-rack bytes are near zero, by the metric and by the simulator alike.
+
+A consumer that names its own rack keeps it: through rack-a's proxy it still reads from
+rack-b, where it said it is.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
+from rackguard.simulator.threaded import ThreadedCluster
+
+from . import kip_support as ks
+from .harness import wire
+from .harness.ports import free_port, free_port_block
+from .harness.procs import RackguardProxy
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "loc"
+PARTITIONS = 6
+RECORDS_PER_PARTITION = 150
+VALUE = b"v" * 1000
+RACK_NODES = {"rack-a": (1, 4), "rack-b": (2, 5), "rack-c": (3, 6)}
+RACK_OF = {n: rack for rack, nodes in RACK_NODES.items() for n in nodes}
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[ThreadedCluster]:
+    base = free_port_block(range(len(ks.NODE_IDS)))
+    config = SimulatorConfig(
+        brokers=racked_brokers(len(ks.NODE_IDS), list(ks.RACKS), port_base=base),
+        topics=[TopicSpec(TOPIC, PARTITIONS, 3)], default_min_insync_replicas=1,
+        replica_selector="rack_aware")
+    with ThreadedCluster(config) as c:
+        leaders = [c.partition_info(TOPIC, p)["leader"] for p in range(PARTITIONS)]
+        assert sorted(RACK_OF[n] for n in leaders) == sorted(list(RACK_NODES) * 2), leaders
+        for p in range(PARTITIONS):
+            assert {RACK_OF[n] for n in c.partition_info(TOPIC, p)["replicas"]} == set(
+                RACK_NODES)
+        producer = KafkaProducer(bootstrap_servers=c.bootstrap_servers, acks=1,
+                                 linger_ms=5)
+        for p in range(PARTITIONS):
+            for _ in range(RECORDS_PER_PARTITION):
+                producer.send(TOPIC, VALUE, partition=p)
+        producer.flush()
+        producer.close()
+        yield c
+
+
+def consume_all(bootstrap: str, client_id: str, client_rack: str = "") -> int:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, client_id=client_id,
+                             client_rack=client_rack, enable_auto_commit=False,
+                             fetch_max_bytes=64 * 1024, max_partition_fetch_bytes=16 * 1024)
+    try:
+        parts = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        consumer.assign(parts)
+        consumer.seek_to_beginning()
+        seen = 0
+        for _ in range(400):
+            for records in consumer.poll(timeout_ms=200).values():
+                seen += len(records)
+            if seen >= PARTITIONS * RECORDS_PER_PARTITION:
+                break
+        return seen
+    finally:
+        consumer.close()
+
+
+def proxy_for(cluster: ThreadedCluster, tmp_path: Path, extra: tuple[str, ...]
+              ) -> tuple[RackguardProxy, int]:
+    ports = ks.broker_ports(cluster)
+    metrics_port = free_port()
+    proxy = RackguardProxy(",".join(f"127.0.0.1:{p}" for p in ports), tmp_path, ks.NODE_IDS,
+                           ("--metrics-port", str(metrics_port), *extra))
+    proxy.start()
+    for n in ks.NODE_IDS:
+        wire.wait_for_port(*proxy.broker_address(n), 15, proc=proxy.proc)
+    return proxy, metrics_port
+
+
+def fetch_bytes(metrics_port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return {s.labels["locality"]: s.value for f in text_string_to_metric_families(text)
+            for s in f.samples if s.name == "rackguard_fetch_bytes_total"}
+
+
+def simulator_split(cluster: ThreadedCluster, client_ids: dict[str, str]
+                    ) -> tuple[int, int]:
+    """(same-rack, cross-rack) record bytes the simulator served to these clients."""
+    counts = cluster.call(lambda c: dict(c.core.fetched_bytes))
+    same = cross = 0
+    for (client_id, node), n in counts.items():
+        rack = client_ids.get(client_id)
+        if rack is None:
+            continue
+        if RACK_OF[node] == rack:
+            same += n
+        else:
+            cross += n
+    return same, cross
+
+
+@pytest.mark.parametrize("mode", ["unset", "observe", "fill"])
+def test_cross_rack_bytes_by_client_rack(cluster: ThreadedCluster, tmp_path: Path,
+                                         mode: str) -> None:
+    client_ids = {f"{mode}-{rack}": rack for rack in RACK_NODES}
+    proxies: list[RackguardProxy] = []
+    metrics: dict[str, int] = {}
+    try:
+        for rack in RACK_NODES:
+            extra: tuple[str, ...] = ()
+            if mode != "unset":
+                extra = ("--client-rack", rack, "--client-rack-mode", mode)
+            proxy, metrics[rack] = proxy_for(cluster, tmp_path, extra)
+            proxies.append(proxy)
+        for proxy, (client_id, _) in zip(proxies, client_ids.items(), strict=True):
+            assert consume_all(proxy.bootstrap, client_id) == PARTITIONS * RECORDS_PER_PARTITION
+        same, cross = simulator_split(cluster, client_ids)
+        share = cross / (same + cross)
+        by_metric = [fetch_bytes(port) for port in metrics.values()]
+    finally:
+        for proxy in proxies:
+            proxy.stop()
+    print(f"\n{mode}: simulator same={same} cross={cross} cross share={share:.3f}; "
+          f"proxies {by_metric}")
+    if mode == "unset":
+        assert 0.55 <= share <= 0.78
+        assert by_metric == [{}, {}, {}]  # no locality hook, no series
+        return
+    m_same = sum(m["same_rack"] for m in by_metric)
+    m_cross = sum(m["cross_rack"] for m in by_metric)
+    assert sum(m["unknown"] for m in by_metric) == 0
+    assert (m_same, m_cross) == (same, cross)  # the metric is the simulator's count
+    if mode == "observe":
+        assert 0.55 <= share <= 0.78
+    else:
+        assert share <= 0.05
+
+
+def test_a_clients_own_rack_is_kept(cluster: ThreadedCluster, tmp_path: Path) -> None:
+    proxy, _ = proxy_for(cluster, tmp_path, ("--client-rack", "rack-a"))
+    try:
+        assert consume_all(proxy.bootstrap, "own-rack-b", client_rack="rack-b") == (
+            PARTITIONS * RECORDS_PER_PARTITION)
+    finally:
+        proxy.stop()
+    same, cross = simulator_split(cluster, {"own-rack-b": "rack-b"})
+    assert cross / (same + cross) <= 0.05
