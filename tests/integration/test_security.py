@@ -277,3 +277,27 @@ def test_oauthbearer_is_relayed_too(secured: Secured) -> None:
     refused = produce("mallory")
     assert len(refused) == 1 and refused[0] is not None
     assert stored_values(secured.cluster, "acl", range(3)).count(b"bearer") == 1
+
+
+def test_the_config_topic_is_written_and_read_with_the_proxys_credentials(
+        secured: Secured) -> None:
+    """min.insync.racks set through the Admin API (an authenticated client) is stored in the
+    config topic by the proxy's own clients, over TLS and with its SASL login, and read
+    back: DescribeConfigs through the proxy shows it."""
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=secured.proxy.bootstrap,
+                             request_timeout_ms=15000, **secured.kafka_python())
+    try:
+        result = admin.alter_configs([ConfigResource(
+            ConfigResourceType.TOPIC, "racks", configs={"min.insync.racks": "3"})],
+            incremental=True)
+        assert result == {"topic": {"racks": "OK"}}, result
+        shown = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "racks")])
+        assert shown["topic"]["racks"]["min.insync.racks"]["value"] == "3"
+        admin.alter_configs([ConfigResource(  # back as it was for the other tests
+            ConfigResourceType.TOPIC, "racks", configs={"min.insync.racks": "2"})],
+            incremental=True)
+    finally:
+        admin.close()
+    assert "reading failed" not in secured.proxy.log_text()
