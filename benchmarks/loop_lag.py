@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/loop_lag.py [--partitions N] [--repeat R] [--no-on-loop]
     .venv/bin/python benchmarks/loop_lag.py --topics T [--partitions N] [--repeat R]
                                             [--all-configs]
+    .venv/bin/python benchmarks/loop_lag.py --topics T --steady N [--partitions N]
+                                            [--repeat R]
 
 A probe task sleeps 1 ms in a loop and records how late it wakes; the largest
 lateness is the longest stall any connection would have seen. Printed per
@@ -24,6 +26,15 @@ empty view (every value new), again with the same values (nothing changes),
 and with every value changed. ``--all-configs`` makes the broker behave like
 Tansu: it drops the connection on a DescribeConfigs request that names keys,
 so the poller falls back to asking for all configs (20 per topic here).
+
+With ``--topics T --steady N``: the steady state, where the cyclic GC's full
+collections come from. With the serving proxy's modules imported, one poll into
+an empty view, ``gc.collect()``, then N polls in a row of an unchanged cluster
+(min.insync.replicas asked for when the poller would, every 15th poll by
+default). Printed per run: the full (generation 2) collections that ran and
+their durations (a ``gc.callbacks`` entry), the longest stall, and one full
+collection's duration afterwards with the number of tracked objects; then the
+medians over the runs.
 """
 
 from __future__ import annotations
