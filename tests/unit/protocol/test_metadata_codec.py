@@ -373,7 +373,7 @@ def test_big_read_leaves_the_gc_alone_and_gives_rows_it_stops_tracking() -> None
     assert gc.isenabled()
     gc.collect()  # a collection leaves rows of atomic values untracked, in any generation
     assert not any(gc.is_tracked(r) for r in rows)
-    gc.collect(1)  # the topic's row, once its partitions' tuple is (it may be older)
+    gc.collect()  # the topic's row, once its partitions' tuple is (a second pass)
     assert not gc.is_tracked(topics[0])
     with pytest.raises(ProtocolError):
         read_metadata(with_size(frame[4:-1]), 12)
