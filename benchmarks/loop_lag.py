@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/loop_lag.py [--partitions N] [--repeat R] [--no-on-loop]
     .venv/bin/python benchmarks/loop_lag.py --topics T [--partitions N] [--repeat R]
                                             [--all-configs]
+    .venv/bin/python benchmarks/loop_lag.py --topics T --steady N [--partitions N]
+                                            [--repeat R]
 
 A probe task sleeps 1 ms in a loop and records how late it wakes; the largest
 lateness is the longest stall any connection would have seen. Printed per
@@ -24,12 +26,23 @@ empty view (every value new), again with the same values (nothing changes),
 and with every value changed. ``--all-configs`` makes the broker behave like
 Tansu: it drops the connection on a DescribeConfigs request that names keys,
 so the poller falls back to asking for all configs (20 per topic here).
+
+With ``--topics T --steady N``: the steady state, where the cyclic GC's full
+collections come from. With the serving proxy's modules imported, one poll into
+an empty view, ``gc.collect()``, then N polls in a row of an unchanged cluster
+(min.insync.replicas asked for when the poller would, every 15th poll by
+default). Printed per run: the full (generation 2) collections that ran and
+their durations (a ``gc.callbacks`` entry), the longest stall, and one full
+collection's duration afterwards with the number of tracked objects; then the
+medians over the runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
+import importlib
 import socket
 import statistics
 import struct
@@ -38,6 +51,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -98,10 +112,14 @@ async def measure(frame: bytes, on_loop: bool) -> tuple[list[float], float]:
 # ----- the poller's refresh cycle against a fake broker on a thread
 
 
-def many_topics_metadata(partitions: int, topics: int) -> bytes:
-    """A Metadata v12 response: 6 brokers in 3 racks, ``partitions`` over ``topics``."""
+def many_topics_metadata(partitions: int, topics: int, port: int) -> bytes:
+    """A Metadata v12 response: 6 brokers in 3 racks, ``partitions`` over ``topics``.
+
+    Every broker is advertised as 127.0.0.1:``port`` (the fake broker): the poller
+    asks the brokers of its view from the second poll on, so they must resolve.
+    """
     cls = MetadataResponse
-    brokers = [cls.MetadataResponseBroker(node_id=n, host=f"broker-{n}.internal", port=9092,
+    brokers = [cls.MetadataResponseBroker(node_id=n, host="127.0.0.1", port=port,
                                           rack=_RACKS[(n - 1) % 3]) for n in range(1, 7)]
     per_topic, extra = divmod(partitions, topics)
     out = []
@@ -158,14 +176,14 @@ class FakeBroker:
     min.insync.replicas of the next DescribeConfigs answer.
     """
 
-    def __init__(self, metadata: bytes, configs: Callable[[int, bool], bytes],
+    def __init__(self, metadata: Callable[[int], bytes], configs: Callable[[int, bool], bytes],
                  drop_keyed: bool) -> None:
-        self._metadata = metadata
         self._configs = configs
         self._drop_keyed = drop_keyed
         self.value = 2
         self._server = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._server.getsockname()[1]
+        self._metadata = metadata(self.port)  # advertises this very port
         self._versions = self._api_versions()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -276,7 +294,7 @@ def run_cycle(args: argparse.Namespace) -> None:
 
     for value in (2, 3):
         configs(value, not args.all_configs)  # encoded before any measurement
-    broker = FakeBroker(many_topics_metadata(args.partitions, args.topics), configs,
+    broker = FakeBroker(partial(many_topics_metadata, args.partitions, args.topics), configs,
                         drop_keyed=args.all_configs)
     worst: list[float] = []
     idles: list[float] = []
@@ -303,6 +321,110 @@ def run_cycle(args: argparse.Namespace) -> None:
           f"max {max(worst) * 1e3:.1f} ms over {args.repeat} run(s)")
 
 
+# ----- the steady state: refreshes in a row, with the proxy's modules loaded
+
+
+class FullCollections:
+    """A ``gc.callbacks`` entry: the duration of every generation-2 (full) collection."""
+
+    def __init__(self) -> None:
+        self.durations: list[float] = []
+        self._began = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self.durations.append(time.perf_counter() - self._began)
+
+
+async def measure_steady(broker: FakeBroker, partitions: int, refreshes: int
+                         ) -> tuple[list[float], list[float], float, float, int]:
+    """``refreshes`` polls of an unchanged cluster after a first one into an empty view.
+
+    The clock the poller reads advances by the metadata refresh interval per poll, so
+    min.insync.replicas are asked for when the proxy would ask (every 30 s by default,
+    on every 15th poll). Returns the longest stall of each refresh (the poll and its
+    settling), the durations of the full collections that ran during them, the
+    idle stall, a full collection's duration at the end, and the GC-tracked objects left.
+    """
+    store = ClusterViewStore(time.monotonic)
+    now = [0.0]
+    settings = load_settings({"upstream": f"127.0.0.1:{broker.port}"}, env={})
+    step = settings.metadata_refresh_interval_ms / 1000
+    poller = MetadataPoller(settings, store, lambda brokers: None, lambda: None,
+                            lambda: now[0])
+    await poller.poll_once()  # the first view: every object new
+    watch = FullCollections()
+    gc.collect()  # every run starts from the same collector state
+    gc.callbacks.append(watch)
+    try:
+        stop = asyncio.Event()
+        lags: list[tuple[float, float]] = []
+        task = asyncio.ensure_future(probe(stop, lags))
+        await asyncio.sleep(0.05)
+        idle_from = time.perf_counter()
+        await asyncio.sleep(_IDLE_S)
+        starts = []
+        for _ in range(refreshes):
+            now[0] += step
+            starts.append(time.perf_counter())
+            await poller.poll_once()
+            await asyncio.sleep(_SETTLE_S)
+        stop.set()
+        await task
+    finally:
+        gc.callbacks.remove(watch)
+    await poller.stop()
+    assert store.view.partition_count == partitions
+    ends = starts[1:] + [float("inf")]
+    stalls = [max((lag for at, lag in lags if start <= at < end), default=0.0)
+              for start, end in zip(starts, ends, strict=True)]
+    idle = max((lag for at, lag in lags if idle_from <= at < starts[0]), default=0.0)
+    began = time.perf_counter()
+    gc.collect()
+    full = time.perf_counter() - began
+    tracked = len(gc.get_objects())
+    del store, poller
+    return stalls, watch.durations, idle, full, tracked
+
+
+def run_steady(args: argparse.Namespace) -> None:
+    importlib.import_module("rackguard.proxy.app")  # the serving proxy's modules, loaded
+    label = f"{args.partitions:,} partitions in {args.topics:,} topics, steady state"
+    frames = {v: describe_configs_frame(args.topics, v, all_configs=False) for v in (2, 3)}
+    broker = FakeBroker(partial(many_topics_metadata, args.partitions, args.topics),
+                        lambda value, keyed: frames[value], drop_keyed=False)
+    worst, counts, spent, idles, fulls, tracked = [], [], [], [], [], []
+    try:
+        for i in range(args.repeat):
+            stalls, durations, idle, full, objects = asyncio.run(
+                measure_steady(broker, args.partitions, args.steady))
+            worst.append(max(stalls))
+            counts.append(len(durations))
+            spent.append(sum(durations))
+            idles.append(idle)
+            fulls.append(full)
+            tracked.append(objects)
+            each = " ".join(f"{d * 1e3:.1f}" for d in durations) or "-"
+            print(f"{label}, run {i + 1}: {args.steady} refreshes, {len(durations)} full "
+                  f"collection(s) [{each}] ms, longest stall {max(stalls) * 1e3:.1f} ms, "
+                  f"median refresh's {statistics.median(stalls) * 1e3:.1f} ms; idle "
+                  f"{idle * 1e3:.1f} ms; a full collection afterwards {full * 1e3:.1f} ms "
+                  f"over {objects:,} tracked objects")
+    finally:
+        broker.close()
+    print(f"{label}, medians over {args.repeat} run(s) of {args.steady} refreshes: "
+          f"{statistics.median(counts)} full collection(s) per run taking "
+          f"{statistics.median(spent) * 1e3:.1f} ms in all, longest stall "
+          f"{statistics.median(worst) * 1e3:.1f} ms (max {max(worst) * 1e3:.1f}), idle "
+          f"{statistics.median(idles) * 1e3:.1f} ms, a full collection "
+          f"{statistics.median(fulls) * 1e3:.1f} ms over {statistics.median(tracked):,.0f} "
+          "tracked objects")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="event-loop stalls during a metadata refresh")
     parser.add_argument("--partitions", type=int, default=100_000)
@@ -310,10 +432,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="run the poller's refresh cycle with this many topics")
     parser.add_argument("--all-configs", action="store_true",
                         help="with --topics: a broker that only answers for all configs")
+    parser.add_argument("--steady", type=int, default=None, metavar="N",
+                        help="with --topics: N refreshes in a row of an unchanged cluster, "
+                        "with the proxy's modules loaded; count the full collections")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-on-loop", action="store_true",
                         help="skip the comparison run on the event loop")
     args = parser.parse_args(argv)
+    if args.steady is not None:
+        if args.topics is None:
+            parser.error("--steady needs --topics")
+        run_steady(args)
+        return 0
     if args.topics is not None:
         run_cycle(args)
         return 0

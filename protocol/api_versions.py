@@ -34,6 +34,10 @@ Why each entry of :data:`PROXY_VERSION_CAPS`:
   leader changes) that would have to be rewritten; capping to 15 means the
   proxy never has to parse large fetch responses. librdkafka needs Fetch >= 4
   for record format v2, which 15 satisfies.
+* SaslHandshake (17) <= 1 and SaslAuthenticate (36) <= 2: with SASL relayed, the
+  proxy reads a handshake's mechanism name and an authentication answer's error
+  code and token length (never a client's token) to know when the broker has
+  authenticated the client; these are Kafka's newest versions today.
 * DescribeQuorum (55) <= 1: v2+ responses carry node listener endpoints.
 * ShareFetch (78) and ShareAcknowledge (79) are removed (cap -1): their
   responses carry NodeEndpoints that the proxy does not rewrite.
@@ -75,7 +79,9 @@ PROXY_VERSION_CAPS: Mapping[int, int] = MappingProxyType(
         1: 15,  # Fetch: v16+ responses carry NodeEndpoints
         3: 13,  # Metadata
         10: 6,  # FindCoordinator
+        17: 1,  # SaslHandshake: the mechanism name is read (v0 is refused where SASL is relayed)
         18: 4,  # ApiVersions
+        36: 2,  # SaslAuthenticate: the broker's answers are read (error, token length)
         19: 7,  # CreateTopics: min.insync.racks and explicit assignments read (v0-v7 known)
         32: 4,  # DescribeConfigs: min.insync.racks added to answers (v0-v4 known)
         33: 2,  # AlterConfigs: min.insync.racks taken out (v0-v2 known)

@@ -11,19 +11,25 @@ Invariants:
   upstream broker address survives in the output, because the brokers array
   is the only place a Metadata response carries one.
 * :func:`read_metadata` decodes the whole response (strictly: trailing bytes
-  are an error) into immutable values: frozen dataclasses for the snapshot,
-  brokers and topics, and one plain tuple per partition (a
-  :data:`PartitionRow`, fields in the order of :class:`PartitionMetadata`)
-  holding ints and tuples of ints. 100,000 partitions is the normal case, and
+  are an error) into immutable values: a frozen dataclass for the snapshot,
+  one plain tuple per topic (a :data:`TopicRow`, fields in the order of
+  :class:`TopicMetadata`) and per partition (a :data:`PartitionRow`, fields in
+  the order of :class:`PartitionMetadata`) holding strings, bytes, ints and
+  tuples of them. 100,000 partitions and 20,000 topics are normal cases, and
   plain tuples of atomic values are what CPython's cyclic collector stops
   tracking the first time it sees them (a named tuple or an instance of a class
-  stays tracked for life, and a large snapshot of them makes every full
-  collection scan it); the reader never touches the collector's settings.
+  stays tracked for life: a snapshot of them, alive while a view is built from
+  it, is promoted to the oldest generation and brings the next full collection
+  forward); the reader never touches the collector's settings.
   Identical replica/ISR/offline arrays (same bytes) are decoded once per
   response and shared between partitions. An optional ``pause`` callable is
   called between topics and every 1,024 partitions within a topic (a caller on
   a worker thread uses it to let other threads run); it never changes what is
-  read.
+  read. An optional ``on_topic`` callable is given each topic as soon as it is
+  read, instead of the snapshot (whose ``topics`` are then empty): a caller
+  that keeps only what changed lets the rest go at once, before any collection
+  can promote it (a topic's row is three tuples deep, one level more than the
+  young collections untrack before they promote).
 * Both raise :class:`ProtocolError` for malformed input, never anything else
   (an exception raised by the caller's mapper is propagated unchanged).
 
@@ -71,6 +77,7 @@ __all__ = [
     "PartitionMetadata",
     "PartitionRow",
     "TopicMetadata",
+    "TopicRow",
     "read_metadata",
     "rewrite_metadata_brokers",
 ]
@@ -94,8 +101,15 @@ class PartitionMetadata(NamedTuple):
     offline_replicas: tuple[int, ...]  # () before v5
 
 
-@dataclass(frozen=True, slots=True)
-class TopicMetadata:
+TopicRow = tuple[str | None, bytes | None, int, bool, tuple[PartitionRow, ...]]
+"""One topic as :func:`read_metadata` returns it: a plain tuple with the fields of
+:class:`TopicMetadata`, in its order."""
+
+
+class TopicMetadata(NamedTuple):
+    """The fields of a :data:`TopicRow` by name (``TopicMetadata(*row)``); equal to the
+    plain row with the same values, so it also serves to write one by name."""
+
     name: str | None
     topic_id: bytes | None  # 16 bytes from v10 (all zero when unknown), None before
     error_code: int
@@ -108,7 +122,7 @@ class MetadataSnapshot:
     brokers: tuple[BrokerAddress, ...]
     cluster_id: str | None
     controller_id: int  # -1 before v1
-    topics: tuple[TopicMetadata, ...]
+    topics: tuple[TopicRow, ...]
     throttle_time_ms: int = 0  # 0 before v3
     error_code: int = 0  # top-level error code, v13+ (0 before)
 
@@ -165,18 +179,22 @@ _CHUNK = 1024  # partitions read between two calls of ``pause`` (about 1 ms)
 Pause = Callable[[], object] | None
 
 
-def read_metadata(frame: Buffer, version: int, pause: Pause = None) -> MetadataSnapshot:
+def read_metadata(frame: Buffer, version: int, pause: Pause = None,
+                  on_topic: Callable[[TopicRow], object] | None = None) -> MetadataSnapshot:
     """Decode a whole Metadata response frame into a :class:`MetadataSnapshot`.
 
     ``pause``, if given, is called between topics and every 1,024 partitions.
+    ``on_topic``, if given, gets each topic as it is read, and the snapshot none (a
+    ProtocolError may still come after some topics were given).
     """
     buf = bytes(frame)
     pos = check_frame(buf, API_KEY, version, MAX_VERSION)
-    return _read(buf, pos, version, pause)
+    return _read(buf, pos, version, pause, on_topic)
 
 
 @guard
-def _read(buf: bytes, pos: int, version: int, pause: Pause) -> MetadataSnapshot:
+def _read(buf: bytes, pos: int, version: int, pause: Pause,
+          on_topic: Callable[[TopicRow], object] | None) -> MetadataSnapshot:
     compact = version >= FLEXIBLE_FROM
     end = len(buf)
     i32 = _I32.unpack_from
@@ -212,7 +230,8 @@ def _read(buf: bytes, pos: int, version: int, pause: Pause) -> MetadataSnapshot:
         controller_id = i32(buf, pos)[0]
         pos += 4
     n, pos = read_array_len(buf, pos, compact, nullable=False)
-    topics = []
+    topics: list[TopicRow] = []
+    add = topics.append if on_topic is None else on_topic
     cache: ArrayCache = {}
     for _ in range(n):
         error_code = _I16.unpack_from(buf, pos)[0]
@@ -238,7 +257,7 @@ def _read(buf: bytes, pos: int, version: int, pause: Pause) -> MetadataSnapshot:
             pos = skip_tagged_fields(buf, pos)
         if pos > end:
             raise ProtocolError("truncated topic")
-        topics.append(TopicMetadata(name, topic_id, error_code, is_internal, partitions))
+        add((name, topic_id, error_code, is_internal, partitions))
         if pause is not None:
             pause()
     if 8 <= version <= 10:

@@ -12,8 +12,9 @@ import asyncio
 import logging
 import signal
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import replace
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from rackguard.protocol.addresses import BrokerAddress
@@ -237,6 +238,11 @@ class Rackguard:
                  "none" if mode == "fill" else "fetch bytes counted by locality, nothing changed")
 
     async def start(self) -> None:
+        if self.settings.security_protocol in ("SSL", "SASL_SSL") and \
+                self.settings.ssl_skip_hostname_check:
+            log.warning("ssl_skip_hostname_check: brokers' certificates are not checked "
+                        "against their host names (only against ssl_cafile): anyone with a "
+                        "certificate from that CA can pose as a broker")
         await self._install_rack_hints()
         try:
             await self.poller.poll_once()
@@ -251,6 +257,7 @@ class Rackguard:
             self._learn_addresses_from_view()
         await self.admin.start(self._config_wait_s())
         await self.server.start()
+        self._keep(self._housekeeping())
         self.poller.start()
         if self.ledger is not None:
             self.ledger.start()
@@ -297,12 +304,35 @@ class Rackguard:
         self._background.add(task)
         task.add_done_callback(self._background_done)
 
+    def _keep(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+
+    async def _housekeeping(self) -> None:
+        """Every few seconds: look for a new certificate; summarise bad input."""
+        tls = self.server.tls
+        interval = self.settings.tls_reload_interval_ms / 1000 if tls is not None else None
+        flush_every = self.settings.bad_input_log_interval_ms / 1000
+        step = min(interval or flush_every, flush_every)
+        since_flush = 0.0
+        while True:
+            await asyncio.sleep(step)
+            if tls is not None:
+                tls.check()
+            since_flush += step
+            if since_flush >= flush_every:
+                self.server.bad_input.flush()
+                since_flush = 0.0
+
     def _background_done(self, task: asyncio.Task[None]) -> None:
         self._background.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("opening broker listeners failed: %s", task.exception())
 
     async def stop(self) -> None:
+        for task in list(self._background):
+            task.cancel()
         await self.admin.stop()
         await self.poller.stop()
         await self.server.stop()
@@ -347,6 +377,8 @@ class Rackguard:
             loop.add_signal_handler(sig, stop.set)
 
         def on_hup() -> None:
+            if self.server.tls is not None:
+                self.server.tls.reload()
             try:
                 self.reload(load())
             except SettingsError as exc:

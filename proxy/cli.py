@@ -82,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     serve = commands.add_parser(
         "serve",
+        # no abbreviations: "--sasl-password SECRET" must not pass as --sasl-password-file
+        allow_abbrev=False,
         help="run the proxy in front of a Kafka cluster",
         description="Run the proxy. Every setting can also come from the environment "
         "(RACKGUARD_<NAME>) or a TOML file (--config); flags win over both.",
@@ -147,8 +149,13 @@ def run_loop(main: Coroutine[Any, Any, int]) -> int:
 
 async def _serve(settings: Settings, load: Callable[[], Settings]) -> int:
     from rackguard.proxy.app import Rackguard, StartupError
+    from rackguard.proxy.security.tls import TlsError
 
-    app = Rackguard(settings)
+    try:
+        app = Rackguard(settings)
+    except TlsError as exc:
+        print(f"rackguard: refusing to start: TLS: {exc}", file=sys.stderr)
+        return 2
     try:
         await app.run_until_signalled(load)
     except StartupError as exc:

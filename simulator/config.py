@@ -8,6 +8,9 @@ touches cluster state. Node ids are unique and ports are either explicit or 0
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from rackguard.simulator.sasl import SaslUsers
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,12 @@ class SimulatorConfig:
     # in that rack, KIP-392). Followers serve consumer fetches (v11+) either way.
     replica_selector: str = "leader"
     control_port: int | None = None
+    # TLS on every broker listener (PEM files; a client CA requires client certificates)
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    # SASL on every broker listener (None: no authentication)
+    sasl: SaslUsers | None = None
     # Client ids refused ALTER_CONFIGS (TOPIC_/CLUSTER_AUTHORIZATION_FAILED), as an ACL
     # would; tests may change it while the cluster runs.
     deny_alter_configs: set[str] = field(default_factory=set)

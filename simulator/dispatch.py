@@ -25,7 +25,8 @@ from rackguard.simulator.wire import (
 )
 
 
-async def dispatch(core: SimCore, node_id: int, frame: bytes) -> bytes | None:
+async def dispatch(core: SimCore, node_id: int, frame: bytes, principal: str | None = None
+                   ) -> bytes | None:
     header = peek_header(frame)
     spec = SUPPORTED.get(header.api_key)
     if spec is None:
@@ -49,7 +50,7 @@ async def dispatch(core: SimCore, node_id: int, frame: bytes) -> bytes | None:
         raise FrameError(
             f"cannot decode {spec.request.name} v{version}: {type(exc).__name__}: {exc}"
         ) from exc
-    ctx = Ctx(core, node_id, version, header.client_id)
+    ctx = Ctx(core, node_id, version, header.client_id, principal)
     response = await HANDLERS[header.api_key](ctx, request)
     if response is None:
         return None

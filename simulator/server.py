@@ -4,7 +4,10 @@ Invariants: a BrokerServer listens on exactly one 127.0.0.1-style port, kept
 across stop/start (port 0 is resolved once, at the first start). Requests on a
 connection are handled one at a time, in order, so responses come back in
 request order. `stop` closes the listener and every open connection. A bad
-frame closes only its own connection, with one log line.
+frame closes only its own connection, with one log line. With TLS configured
+the listener speaks TLS (requiring client certificates when a client CA is
+given); with SASL each connection must authenticate first
+(:mod:`rackguard.simulator.sasl`): any other request before that closes it.
 """
 
 from __future__ import annotations
@@ -13,11 +16,13 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 
 from rackguard.simulator.core import SimCore
 from rackguard.simulator.dispatch import dispatch
 from rackguard.simulator.faults import Fault
-from rackguard.simulator.wire import FrameError, frame_size
+from rackguard.simulator.sasl import SaslSession
+from rackguard.simulator.wire import FrameError, frame_size, peek_header
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +47,22 @@ class BrokerServer:
         if self._server is not None:
             return
         self._server = await asyncio.start_server(
-            self._serve, self.host, self.port, reuse_address=True, family=socket.AF_INET
+            self._serve, self.host, self.port, reuse_address=True, family=socket.AF_INET,
+            ssl=self._ssl_context(),
         )
         self.port = self._server.sockets[0].getsockname()[1]
+
+    def _ssl_context(self) -> ssl.SSLContext | None:
+        config = self.core.config
+        if config.tls_cert is None:
+            return None
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.load_cert_chain(str(config.tls_cert), str(config.tls_key or config.tls_cert))
+        if config.tls_client_ca is not None:
+            ctx.verify_mode = ssl.CERT_REQUIRED
+            ctx.load_verify_locations(str(config.tls_client_ca))
+        return ctx
 
     async def set_fault(self, fault: Fault | None) -> None:
         """Show ``fault`` from now on (None: heal). A blackhole replaces the listener with
@@ -87,16 +105,32 @@ class BrokerServer:
             return
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        users = self.core.config.sasl
+        session = SaslSession(users) if users is not None else None
         try:
             while True:
                 size = frame_size(await reader.readexactly(4))
                 frame = await reader.readexactly(size)
+                if session is not None:
+                    header = peek_header(frame)
+                    if header.api_key in (17, 36):
+                        answer, close = session.handle(header, frame)
+                        writer.write(answer)
+                        await writer.drain()
+                        if close:
+                            break  # Kafka closes after a failed authentication
+                        continue
+                    if not session.admits(header.api_key):
+                        log.info("broker %d: closing connection from %s: api key %d before "
+                                 "authentication", self.node_id, peer, header.api_key)
+                        break
                 fault = self.fault
                 if fault is not None and fault.silences(frame):
                     continue  # read, never answered
                 if fault is not None and fault.delay_s:
                     await asyncio.sleep(fault.delay_s)
-                response = await dispatch(self.core, self.node_id, frame)
+                response = await dispatch(self.core, self.node_id, frame,
+                                          session.principal if session is not None else None)
                 if response is not None:
                     writer.write(response)
                     await writer.drain()

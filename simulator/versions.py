@@ -74,6 +74,12 @@ from kafka.protocol.producer import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 )
+from kafka.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,7 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(SyncGroupRequest, SyncGroupResponse, 0, 5),
         _spec(DescribeGroupsRequest, DescribeGroupsResponse, 0, 5),
         _spec(ListGroupsRequest, ListGroupsResponse, 0, 4),
+        _spec(SaslHandshakeRequest, SaslHandshakeResponse, 1, 1),  # v0: unframed tokens
         _spec(ApiVersionsRequest, ApiVersionsResponse, 0, 4),
         _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
         _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
@@ -120,6 +127,7 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
         _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
         _spec(AlterConfigsRequest, AlterConfigsResponse, 0, 2),
+        _spec(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
         _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
         _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
         _spec(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1),

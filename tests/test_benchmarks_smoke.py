@@ -40,6 +40,15 @@ def test_ledger_overhead_quick_run_prints_its_figures() -> None:
     assert "process CPU incl. writer" in result.stdout, result.stdout
 
 
+def test_connections_benchmark_small_run_prints_its_figures() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.connections", "--connections", "200"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "per idle connection" in result.stdout and "per active" in result.stdout, \
+        result.stdout
+
+
 def test_config_propagation_quick_run_prints_its_figures() -> None:
     result = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "config_propagation.py"), "--changes", "5"],

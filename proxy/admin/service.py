@@ -26,6 +26,7 @@ from rackguard.proxy.cluster.view import ClusterView
 from rackguard.proxy.enforce.policy import RackRule
 from rackguard.proxy.ops.health import Health
 from rackguard.proxy.relay.server import ProxyServer
+from rackguard.proxy.security.kafka_clients import aiokafka_options
 from rackguard.proxy.settings import Settings
 
 log = logging.getLogger("rackguard.admin")
@@ -64,7 +65,8 @@ class AdminConfigs:
                               # aiokafka's fetches wait up to 100 ms: at least 1 s
                               max(settings.admin_request_timeout_ms, 1000) / 1000,
                               settings.upstream_backoff_ms / 1000 or 0.1,
-                              max(settings.upstream_backoff_max_ms / 1000, 0.1)),
+                              max(settings.upstream_backoff_max_ms / 1000, 0.1),
+                              security=aiokafka_options(settings)),
                 lambda: len(self._view().brokers), self._changed, self.read_failures.inc)
         refusal = None
         if settings.config_topic_read_only:

@@ -27,8 +27,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -59,6 +59,8 @@ class StoreSettings:
     retry_backoff_s: float = 0.5
     max_backoff_s: float = 5.0
     client_id: str = "rackguard-configs"
+    # the proxy's own TLS and SASL as aiokafka options (rackguard.proxy.security)
+    security: Mapping[str, Any] = field(default_factory=dict)
 
 
 class ConfigTopicStore:
@@ -140,7 +142,7 @@ class ConfigTopicStore:
                     bootstrap_servers=list(self.settings.bootstrap), acks="all",
                     client_id=self.settings.client_id, request_timeout_ms=ms,
                     retry_backoff_ms=int(self.settings.retry_backoff_s * 1000),
-                    enable_idempotence=False, linger_ms=0)
+                    enable_idempotence=False, linger_ms=0, **self.settings.security)
                 try:
                     await producer.start()
                 except BaseException:
@@ -190,7 +192,8 @@ class ConfigTopicStore:
             configs["min.insync.replicas"] = "2"
         admin = AIOKafkaAdminClient(
             bootstrap_servers=list(self.settings.bootstrap), client_id=self.settings.client_id,
-            request_timeout_ms=int(self.settings.request_timeout_s * 1000))
+            request_timeout_ms=int(self.settings.request_timeout_s * 1000),
+            **self.settings.security)
         try:
             await admin.start()
             response = await admin.create_topics(
@@ -215,7 +218,7 @@ class ConfigTopicStore:
             bootstrap_servers=list(self.settings.bootstrap), client_id=self.settings.client_id,
             group_id=None, enable_auto_commit=False, request_timeout_ms=ms,
             fetch_max_wait_ms=100, retry_backoff_ms=int(self.settings.retry_backoff_s * 1000),
-            metadata_max_age_ms=max(ms * 5, 5000))
+            metadata_max_age_ms=max(ms * 5, 5000), **self.settings.security)
         await consumer.start()
         try:
             consumer.assign([tp])

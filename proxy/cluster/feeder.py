@@ -21,12 +21,14 @@ they share one, the CPU) after every millisecond of work, between topics and
 chunks of 1,024 partitions, in the read, the build and the release alike;
 from before the job is handed to the worker until the replaced view has been
 freed the GIL switch interval is short, for whatever runs between two naps;
-the parsed response and the replaced view are freed a few objects at a time.
-None of this changes the view built. The cyclic GC is left alone: the
-per-partition values of the parsed response and of the view are plain tuples
-that the collector stops tracking in the young collections that run while they
-are built (see :mod:`rackguard.proxy.cluster.view`), so no collection has a
-whole view to scan.
+the replaced view is freed a few objects at a time. None of this changes the
+view built. The cyclic GC is left alone (no pause, no freeze): the parsed
+response's topics are merged into the next view one by one as they are read
+(an unchanged topic is dropped at once and its old object kept, see
+:mod:`rackguard.proxy.cluster.view`), so a refresh of an unchanged cluster
+leaves a handful of new long-lived objects, not one per topic, and does not
+bring the next full collection forward; per-partition values are plain tuples
+the collector stops tracking, so no collection has a whole view to scan.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from rackguard.protocol.addresses import BrokerAddress
-from rackguard.protocol.metadata import MetadataSnapshot, read_metadata
+from rackguard.protocol.metadata import read_metadata
 from rackguard.protocol.primitives import Buffer, ProtocolError
 from rackguard.proxy.cluster.pacing import Pacer
 from rackguard.proxy.cluster.view import ClusterView, ClusterViewStore
@@ -87,19 +89,6 @@ def _release_gradually(box: list[ClusterView], pause: Callable[[], object],
     _pop_all(parts, pause)
 
 
-def _drop_snapshot_gradually(box: list[MetadataSnapshot], pause: Callable[[], object]
-                             ) -> None:
-    snapshot = box.pop()
-    topics = list(snapshot.topics)
-    parts: list[object] = []
-    for topic in topics:
-        parts.extend(topic.partitions)
-        pause()
-    del snapshot
-    _pop_all(topics, pause)
-    _pop_all(parts, pause)
-
-
 class ViewFeeder:
     """The one worker thread that builds every next view, and the loop-side swaps."""
 
@@ -126,11 +115,13 @@ class ViewFeeder:
             if pause is None:
                 snapshot = read_metadata(frame, version)
                 return snapshot.brokers, store.build(snapshot, full, base=base)
-            box = [read_metadata(frame, version, pause)]
-            view = store.build(box[0], full, pause, base=base)
-            brokers = box[0].brokers
-            _drop_snapshot_gradually(box, pause)
-            return brokers, view
+            # Each topic goes into the view as soon as it is read: an unchanged one is
+            # dropped at once, so a refresh of 20,000 topics does not leave 20,000 parsed
+            # topics to be promoted to the oldest generation (bringing the next full
+            # collection forward) while the rest is read.
+            builder = store.builder(full, pause, base)
+            snapshot = read_metadata(frame, version, pause, builder.add)
+            return snapshot.brokers, builder.finish(snapshot)
 
         return await self._update(build, len(frame) >= _LARGE_FRAME)
 

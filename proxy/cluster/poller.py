@@ -57,6 +57,9 @@ from rackguard.protocol.primitives import Buffer
 from rackguard.proxy.cluster.feeder import Pause, ViewFeeder
 from rackguard.proxy.cluster.upstream_health import Address, Candidate, UpstreamHealth
 from rackguard.proxy.cluster.view import ClusterView, ClusterViewStore
+from rackguard.proxy.security.own_login import LoginFailed, login
+from rackguard.proxy.security.settings_map import sasl_credentials, upstream_tls
+from rackguard.proxy.security.tls import upstream_context
 from rackguard.proxy.settings import Settings
 
 log = logging.getLogger("rackguard.poller")
@@ -71,8 +74,10 @@ class PollError(Exception):
     pass
 
 
-# what one attempt on one broker can fail with (TimeoutError is an OSError)
-_ATTEMPT_ERRORS = (OSError, asyncio.IncompleteReadError, PollError, ValueError)
+# what one attempt on one broker can fail with (TimeoutError and ssl.SSLError are OSErrors)
+_ATTEMPT_ERRORS = (OSError, asyncio.IncompleteReadError, PollError, ValueError, LoginFailed)
+# a connection whose SASL session has a lifetime (KIP-368) is replaced at this share of it
+_SESSION_SHARE = 0.8
 
 
 class _Conn:
@@ -83,6 +88,7 @@ class _Conn:
         self.writer = writer
         self.corr = 0
         self.versions: dict[int, tuple[int, int]] = {}
+        self.expires_at = float("inf")  # the SASL session's end (KIP-368), if it has one
 
     def next_correlation_id(self) -> int:
         self.corr += 1
@@ -153,6 +159,8 @@ class MetadataPoller:
             settings.upstream_addresses(), clock, settings.upstream_backoff_ms / 1000,
             settings.upstream_backoff_max_ms / 1000)
         self._conns: dict[Address, _Conn] = {}
+        tls = upstream_tls(settings)
+        self._ssl = upstream_context(tls) if tls is not None else None
         self._wake = asyncio.Event()
         self._waiters: list[asyncio.Future[bool]] = []
         self._task: asyncio.Task[None] | None = None
@@ -311,10 +319,15 @@ class MetadataPoller:
 
     async def _connect(self, c: Candidate) -> _Conn:
         conn = self._conns.get(c.address)
+        if conn is not None and conn.expires_at <= self._clock():
+            self._drop(c.address)  # its SASL session is about to end: a new one logs in
+            conn = None
         if conn is not None:
             return conn
         async with asyncio.timeout(self._settings.admin_connect_timeout_ms / 1000):
-            reader, writer = await asyncio.open_connection(c.host, c.port)
+            reader, writer = await asyncio.open_connection(
+                c.host, c.port, ssl=self._ssl,
+                server_hostname=c.host if self._ssl is not None else None)
         conn = _Conn(reader, writer)
         self._conns[c.address] = conn
         frame = await conn.call(ApiVersionsRequest(version=0), self._request_timeout)
@@ -322,6 +335,11 @@ class MetadataPoller:
         if error != 0:
             raise PollError(f"ApiVersions error {error}")
         conn.versions = {key: (lo, hi) for key, lo, hi in entries}
+        credentials = sasl_credentials(self._settings)  # the password file is read now
+        if credentials is not None:
+            lifetime_ms = await login(conn, credentials, self._request_timeout)
+            if lifetime_ms > 0:
+                conn.expires_at = self._clock() + _SESSION_SHARE * lifetime_ms / 1000
         return conn
 
     def _drop(self, address: Address) -> None:

@@ -5,21 +5,26 @@ the only writer and replaces the view whole on every update, so a decision
 made on one snapshot never sees a half-applied update. It does no I/O (the
 poller and the Metadata responses that pass through feed it). Updates copy
 the topic map, never the partitions of topics they do not touch, so a
-passing Metadata response for one topic costs little even in a large cluster;
-a topic whose partitions did not change keeps the very same partitions object.
-The rack of a broker that leaves the broker list is remembered: an ISR can
-still name it for a while.
+passing Metadata response for one topic costs little even in a large cluster.
+A full refresh keeps the very same :class:`TopicState` of every topic that did
+not change (its age is the view's: ``refreshed_at``), a partial one the same
+partitions object. The rack of a broker that leaves the broker list is
+remembered: an ISR can still name it for a while.
 
-A topic's partitions are held as one plain tuple of ints and int tuples per
-partition (:data:`PartitionRow`), not one object each: CPython's cyclic
-collector stops tracking such a tuple the first time a (young, cheap)
-collection sees it, so a view of 100,000 partitions adds next to nothing to
-later collections and the process never needs to pause or freeze the
-collector around a refresh (an instance of a class, frozen dataclass or named
-tuple, stays tracked for life: at 100,000 partitions the collections its
-allocations trigger stall every thread for tens of ms). Hot readers (the
-policy, the rack metrics) read the rows (``topic.partitions.rows``); everyone
-else reads :class:`PartitionState` values, built on access.
+What the cyclic garbage collector sees (no GC settings are touched anywhere):
+a topic's partitions are held as the Metadata response's own plain tuples of
+ints and int tuples, one per partition (:data:`PartitionRow`), not one object
+each: CPython's collector stops tracking such a tuple the first time a (young,
+cheap) collection sees it, and the dict of them the first time a full one does
+(an instance of a class, frozen dataclass or named tuple, stays tracked for
+life: at 100,000 partitions the collections its allocations trigger stall every
+thread for tens of ms). What stays tracked is two objects per topic (its
+:class:`TopicState` and :class:`Partitions`), and a refresh makes new ones only
+for the topics that changed: in the steady state a refresh leaves O(1) new
+long-lived objects, so it does not bring the next full collection (which scans
+the whole process and stalls every thread) forward. Hot readers (the policy,
+the rack metrics) read the rows (``topic.partitions.rows``); everyone else
+reads :class:`PartitionState` values, built on access.
 
 Building and installing are separate so that a large update can be built on a
 worker thread: :meth:`ClusterViewStore.build` and
@@ -38,8 +43,9 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import cast
 
-from rackguard.protocol.metadata import MetadataSnapshot
+from rackguard.protocol.metadata import MetadataSnapshot, TopicRow
 from rackguard.protocol.metadata import PartitionRow as MetadataRow
 
 log = logging.getLogger("rackguard.cluster")
@@ -66,9 +72,10 @@ class PartitionState:
     offline: tuple[int, ...]
 
 
-PartitionRow = tuple[int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
-"""A partition as the view holds it: a plain tuple with the fields of
-:class:`PartitionState`, in its order (leader, leader_epoch, replicas, isr, offline)."""
+PartitionRow = MetadataRow
+"""A partition as the view holds it: the Metadata response's plain tuple (index, error
+code, then the fields of :class:`PartitionState` in its order: leader, leader_epoch,
+replicas, isr, offline)."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -80,12 +87,15 @@ class Partitions(Mapping[int, PartitionState]):
     ``rows`` is a plain dict typed read-only, not wrapped in a MappingProxyType: a proxy
     would be one more object per topic for every full collection to scan, while the
     dict itself is untracked by the first full collection (its values are rows).
+    ``source`` is the response's tuple of the same rows, in its order: the next refresh
+    compares its own with it (in C, without building anything) to find the topic unchanged.
     """
 
     rows: Mapping[int, PartitionRow]
+    source: tuple[PartitionRow, ...] = ()
 
     def __getitem__(self, index: int) -> PartitionState:
-        return PartitionState(*self.rows[index])
+        return PartitionState(*self.rows[index][2:])
 
     def __contains__(self, index: object) -> bool:
         return index in self.rows
@@ -223,60 +233,17 @@ class ClusterViewStore:
         keeps serving; ``pause``, if given, is called between topics and every 1,024
         partitions.
         """
-        now = self._clock()
-        old = self._view if base is None else base
-        brokers = {
-            b.node_id: Broker(b.node_id, b.host, b.port, self._rack(b.node_id, b.rack))
-            for b in snapshot.brokers
-        }
-        racks = dict(old.racks)
-        for node_id, broker in brokers.items():
-            racks[node_id] = broker.rack
-        topics = {} if full else dict(old.topics)
-        topic_ids = {} if full else dict(old.topic_ids)
-        for t in snapshot.topics:
-            name = t.name
-            if name is None or t.error_code != 0:
-                if full is False and name is not None and t.error_code == 3:
-                    topics.pop(name, None)  # UNKNOWN_TOPIC_OR_PARTITION: it is gone
-                continue
-            previous = old.topics.get(name)
-            parts = t.partitions
-            if pause is None or len(parts) <= _CHUNK:
-                rows = _rows(parts)
-            else:
-                rows = {}
-                for start in range(0, len(parts), _CHUNK):
-                    rows.update(_rows(parts[start:start + _CHUNK]))
-                    pause()
-            topic_id = t.topic_id if t.topic_id and any(t.topic_id) else None
-            if previous is not None and previous.partitions.rows == rows:
-                # Unchanged, as most topics are at most refreshes: the old partitions are
-                # shared, so a refresh leaves one new long-lived object per such topic (its
-                # TopicState) for the cyclic GC to promote and scan, not three.
-                partitions = previous.partitions
-            else:
-                partitions = Partitions(rows)
-            topics[name] = TopicState(
-                name,
-                topic_id,
-                partitions,
-                now,
-                previous.min_insync_replicas if previous else None,
-            )
-            if topic_id is not None:
-                topic_ids[topic_id] = name
-            if pause is not None:
-                pause()
-        new = ClusterView(
-            brokers=MappingProxyType(brokers),
-            racks=MappingProxyType(racks),
-            topics=MappingProxyType(topics),
-            topic_ids=MappingProxyType(topic_ids),
-            refreshed_at=now if full else old.refreshed_at,
-            cluster_id=snapshot.cluster_id or old.cluster_id,
-        )
-        return new
+        builder = self.builder(full, pause, base)
+        for topic in snapshot.topics:
+            builder.add(topic)
+        return builder.finish(snapshot)
+
+    def builder(self, full: bool, pause: Callable[[], object] | None = None,
+                base: ClusterView | None = None) -> ViewBuilder:
+        """What :meth:`build` does, a topic at a time: ``add`` each topic as it is read
+        (``read_metadata``'s ``on_topic``), then ``finish`` with the snapshot's brokers."""
+        return ViewBuilder(self._rack, self._clock(), self._view if base is None else base,
+                           full, pause)
 
     def apply_min_insync_replicas(self, values: Mapping[str, int]) -> ClusterView:
         """Set topics' min.insync.replicas and install the result (always a new view)."""
@@ -319,7 +286,101 @@ class ClusterViewStore:
             listener(old, new)
 
 
-def _rows(parts: Sequence[MetadataRow]) -> dict[int, PartitionRow]:
-    # A Metadata row is (index, error code, leader, epoch, replicas, isr, offline); the
-    # slice is a new plain tuple even of a named tuple.
-    return {p[0]: p[2:] for p in parts}
+class ViewBuilder:
+    """The next view, merged a topic at a time into an immutable base (see
+    :meth:`ClusterViewStore.builder`). Pure: touches nothing but its own new maps."""
+
+    def __init__(self, rack: Callable[[int, str | None], str | None], now: float,
+                 base: ClusterView, full: bool, pause: Callable[[], object] | None) -> None:
+        self._rack = rack
+        self._now = now
+        self._old = base
+        self._full = full
+        self._pause = pause
+        self._topics: dict[str, TopicState] = {} if full else dict(base.topics)
+        self._topic_ids: dict[bytes, str] = {} if full else dict(base.topic_ids)
+
+    def add(self, topic: TopicRow) -> None:
+        """Merge one topic of the response."""
+        name, raw_id, error_code, _internal, parts = topic
+        topics = self._topics
+        full = self._full
+        pause = self._pause
+        if name is None or error_code != 0:
+            if full is False and name is not None and error_code == 3:
+                topics.pop(name, None)  # UNKNOWN_TOPIC_OR_PARTITION: it is gone
+            return
+        topic_id = raw_id if raw_id and any(raw_id) else None
+        if topic_id is not None:
+            self._topic_ids[topic_id] = name
+        previous = self._old.topics.get(name)
+        if previous is not None and _same(parts, previous.partitions.source, pause):
+            # Unchanged, as most topics are at most refreshes. A full refresh keeps the
+            # topic's very object (its age is the view's refreshed_at, now), so it leaves
+            # no new long-lived object for the cyclic GC to promote and scan; a partial
+            # one confirms the topic now, sharing its partitions.
+            if full and previous.topic_id == topic_id:
+                topics[name] = previous
+                return
+            partitions = previous.partitions
+        else:
+            partitions = _partitions(parts, pause)
+        topics[name] = TopicState(
+            name,
+            topic_id,
+            partitions,
+            self._now,
+            previous.min_insync_replicas if previous else None,
+        )
+        if pause is not None:
+            pause()
+
+    def finish(self, snapshot: MetadataSnapshot) -> ClusterView:
+        """The view, with the brokers and cluster id of ``snapshot`` (its topics, if it
+        has any, must have been added)."""
+        old = self._old
+        brokers = {
+            b.node_id: Broker(b.node_id, b.host, b.port, self._rack(b.node_id, b.rack))
+            for b in snapshot.brokers
+        }
+        racks = dict(old.racks)
+        for node_id, broker in brokers.items():
+            racks[node_id] = broker.rack
+        return ClusterView(
+            brokers=MappingProxyType(brokers),
+            racks=MappingProxyType(racks),
+            topics=MappingProxyType(self._topics),
+            topic_ids=MappingProxyType(self._topic_ids),
+            refreshed_at=self._now if self._full else old.refreshed_at,
+            cluster_id=snapshot.cluster_id or old.cluster_id,
+        )
+
+
+def _partitions(parts: Sequence[MetadataRow], pause: Callable[[], object] | None
+                ) -> Partitions:
+    """The response's rows by index. Each row must be a plain tuple for the collector to
+    stop tracking it: rows of another type (named tuples a test wrote) are copied."""
+    if parts and type(parts[0]) is not tuple:
+        parts = tuple(cast(PartitionRow, tuple(p)) for p in parts)
+    source = parts if type(parts) is tuple else tuple(parts)
+    if pause is None or len(source) <= _CHUNK:
+        return Partitions({p[0]: p for p in source}, source)
+    rows: dict[int, PartitionRow] = {}
+    for start in range(0, len(source), _CHUNK):
+        rows.update({p[0]: p for p in source[start:start + _CHUNK]})
+        pause()
+    return Partitions(rows, source)
+
+
+def _same(parts: Sequence[MetadataRow], source: tuple[PartitionRow, ...],
+          pause: Callable[[], object] | None) -> bool:
+    """``parts`` equal to ``source``, compared in C a chunk at a time (with ``pause``)."""
+    if len(parts) != len(source):
+        return False
+    if pause is None or len(parts) <= _CHUNK:
+        return tuple(parts) == source
+    for start in range(0, len(parts), _CHUNK):
+        if tuple(parts[start:start + _CHUNK]) != source[start:start + _CHUNK]:
+            return False
+        pause()
+    return True

@@ -197,7 +197,7 @@ def _decide(
                 verdict = unknown if required > 1 else Verdict.UNKNOWN
                 append(make(key, name, index, verdict, required, metadata_age_s=age))
                 continue
-            leader, _epoch, _replicas, isr, _offline = row
+            _index, _error, leader, _epoch, _replicas, isr, _offline = row
             if required <= 1:
                 racks: tuple[str, ...] = ()
                 verdict = passed

@@ -100,7 +100,7 @@ def compute(view: ClusterView, rule: RackRule, now: float, series: PartitionSeri
         if not enforced and not every:
             continue
         for index, row in topic.partitions.rows.items():
-            leader_id, _epoch, _replicas, isr, _offline = row
+            _index, _error, leader_id, _epoch, _replicas, isr, _offline = row
             racks = rack_counts.get(isr)
             if racks is None:
                 racks = rack_counts[isr] = len(view.isr_racks(isr))

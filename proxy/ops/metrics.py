@@ -88,6 +88,18 @@ class ProxyMetrics:
             "Broker responses to acks=0 produces (which expect none), dropped",
             registry=r,
         )
+        self.connections_refused = Counter(
+            "rackguard_connections_refused",
+            "Client connections closed at once by a limit, by limit",
+            ["limit"],
+            registry=r,
+        )
+        self.tls_reloads = Counter(
+            "rackguard_tls_reloads",
+            "Reloads of the listeners' certificate, by result (a failed one keeps the old)",
+            ["result"],
+            registry=r,
+        )
         # set once any connection saw one: the upstream answers acks=0 (see connection.py)
         self.upstream_answers_acks0 = False
 

@@ -16,8 +16,14 @@ Invariants:
 - bytes of a request that no hook claims are forwarded as they arrived;
 - backpressure both ways: while one side's write buffer is above the high
   water mark, the other side is not read;
-- bad input on either side closes this pair only, with one log line naming the
-  peer and the reason, and one counter raised;
+- bad input on either side closes this pair only, with one counter raised and
+  one log line naming the peer and the reason (rate-limited: further ones from
+  the same address and for the same reason are summarised with a count);
+- with SASL relayed (:class:`Guards.sasl`), a request other than ApiVersions,
+  SaslHandshake and SaslAuthenticate is neither read nor forwarded until the
+  broker has authenticated the client (:mod:`rackguard.proxy.security.client_guard`);
+- a connection refused by a limit is closed at once; one that has not completed
+  a request within ``first_request_timeout_s`` is closed as bad input;
 - when the broker disconnects, the client is disconnected too (in-flight
   requests have no answer; the client reconnects through metadata).
 """
@@ -37,6 +43,7 @@ from rackguard.protocol.framing import FrameSplitter, ReadMemory
 from rackguard.protocol.headers import peek_request, response_correlation_id
 from rackguard.protocol.primitives import ProtocolError
 from rackguard.proxy.relay.response_queue import ResponseQueue, ResponseTransform
+from rackguard.proxy.security.client_guard import ClientGuard, Guards, Refuse
 
 if TYPE_CHECKING:
     from rackguard.proxy.ops.metrics import ProxyMetrics
@@ -115,6 +122,7 @@ class Limits:
     high_water: int
 
 
+
 class ClientConnection(asyncio.BufferedProtocol):
     def __init__(
         self,
@@ -125,13 +133,20 @@ class ClientConnection(asyncio.BufferedProtocol):
         metrics: ProxyMetrics,
         on_closed: Callable[[ClientConnection], None],
         read_memory: ReadMemory | None = None,
+        guards: Guards | None = None,
+        on_open: Callable[[ClientConnection], None] = lambda conn: None,
     ) -> None:
         self.listener = listener
+        self._guards = guards = guards if guards is not None else Guards()
+        self._guard: ClientGuard | None = ClientGuard() if guards.sasl else None
+        self._first_request: asyncio.TimerHandle | None = None
+        self.admitted: str | None = None  # the address counted by the limits, if any
         self._connect_upstream = connect_upstream
         self._hooks = hooks
         self._limits = limits
         self._metrics = metrics
         self._on_closed = on_closed
+        self._on_open = on_open  # called once the connection is up (after a TLS handshake)
         self._read_memory = read_memory if read_memory is not None else ReadMemory()
         self._splitter = FrameSplitter(limits.max_frame_size, self._read_memory)
         self._queue = ResponseQueue()
@@ -153,9 +168,24 @@ class ClientConnection(asyncio.BufferedProtocol):
     # ----- lifecycle
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's is duck-typed
+        self._on_open(self)
         peer = transport.get_extra_info("peername")
         self.info = ClientInfo(f"{peer[0]}:{peer[1]}" if peer else "?", self.listener,
                                self.ask_upstream)
+        host = str(peer[0]) if peer else "?"
+        refusal = self._guards.admit(host)
+        if refusal is not None:
+            self._closed = True
+            self._metrics.connections_refused.labels(refusal).inc()
+            self._guards.report(host, refusal, f"refusing client {self.info.peer} on "
+                                f"{self.listener}: {refusal.replace('_', ' ')} reached")
+            self._transport.abort()
+            return
+        self.admitted = host
+        timeout = self._guards.first_request_timeout_s
+        if timeout is not None:
+            self._first_request = asyncio.get_running_loop().call_later(
+                timeout, self._no_first_request, timeout)
         self._transport.set_write_buffer_limits(high=self._limits.high_water)
         self._pause_client("connecting")
         self._spawn(self._open_upstream())
@@ -177,6 +207,11 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._holding = False
         self._release_held()
         self._resume_client("connecting")
+
+    def _no_first_request(self, timeout: float) -> None:
+        self._first_request = None
+        self._bad_input("client", "no_request", ProtocolError(
+            f"no complete request within {timeout:g} s of connecting"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._client_gone = True
@@ -206,6 +241,9 @@ class ClientConnection(asyncio.BufferedProtocol):
 
     def _shutdown(self) -> None:
         self._closed = True
+        if self._first_request is not None:
+            self._first_request.cancel()
+            self._first_request = None
         upstream = self._upstream
         if upstream is not None and not upstream.is_closing():
             # known from any connection: a client may send its acks=0 produces and leave
@@ -253,6 +291,9 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         if not frames:
             return
+        if self._first_request is not None:
+            self._first_request.cancel()
+            self._first_request = None
         for frame in frames:
             if self._closed:
                 return
@@ -288,6 +329,16 @@ class ClientConnection(asyncio.BufferedProtocol):
                 f"{api_name(api_key)} v{api_version} (the proxy reads up to v{highest}, "
                 "as its ApiVersions answer says)"))
             return
+        guard = self._guard
+        if guard is not None and not guard.open:
+            verdict = guard.screen(api_key, api_version, frame)
+            if isinstance(verdict, Refuse):
+                self._bad_input("client", verdict.reason, ProtocolError(verdict.detail))
+                return
+            if verdict is not None:  # SASL: forwarded unchanged, never read
+                self._apply(Forward(frame, True, guard.answered if verdict.reads_answer
+                                    else None), api_key, api_version, corr)
+                return
         hook = hooks.request_hooks.get(api_key)
         if hook is None:
             self._apply(Forward(frame, True, hooks.response_rewriters.get(api_key)),
@@ -470,8 +521,11 @@ class ClientConnection(asyncio.BufferedProtocol):
             return
         self._metrics.bad_frames.labels(side, reason).inc()
         peer = self.info.peer if side == "client" else f"broker behind {self.listener}"
-        log.warning("closing connection of client %s on %s: %s from %s: %s",
-                    self.info.peer, self.listener, reason.replace("_", " "), peer, exc)
+        source = self.info.peer.rpartition(":")[0] or self.info.peer
+        if side != "client":
+            source = f"broker behind {self.listener}"
+        self._guards.report(source, reason, f"closing connection of client {self.info.peer} "
+                            f"on {self.listener}: {reason.replace('_', ' ')} from {peer}: {exc}")
         self.close()
 
     def _spawn(self, coro: Awaitable[None]) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -39,6 +40,12 @@ from rackguard.proxy.relay.connection import (
     RequestHook,
     UpstreamConnection,
 )
+from rackguard.proxy.security.bad_input_log import BadInputLog
+from rackguard.proxy.security.client_guard import Guards
+from rackguard.proxy.security.limits import ConnectionLimits
+from rackguard.proxy.security.reload import ReloadingServerContext
+from rackguard.proxy.security.settings_map import relays_client_sasl, server_tls, upstream_tls
+from rackguard.proxy.security.tls import upstream_context
 from rackguard.proxy.settings import Settings
 
 log = logging.getLogger("rackguard.server")
@@ -65,6 +72,25 @@ class ProxyServer:
         self._binding: dict[int, asyncio.Future[None]] = {}
         self._connections: set[ClientConnection] = set()
         self._limits = Limits(settings.max_frame_size, settings.write_high_water)
+        # TLS toward clients (a TlsError here refuses the start) and toward brokers
+        listener_tls = server_tls(settings)
+        self.tls: ReloadingServerContext | None = None
+        if listener_tls is not None:
+            self.tls = ReloadingServerContext(
+                listener_tls, lambda ok: self.metrics.tls_reloads.labels(
+                    "ok" if ok else "failed").inc())
+        to_brokers = upstream_tls(settings)
+        self._upstream_ssl = upstream_context(to_brokers) if to_brokers is not None else None
+        self.connection_limits = ConnectionLimits(settings.max_connections,
+                                                  settings.max_connections_per_client)
+        self.bad_input = BadInputLog(logging.getLogger("rackguard.connection"), time.monotonic,
+                                     settings.bad_input_log_interval_ms / 1000)
+        self._guards = Guards(
+            sasl=relays_client_sasl(settings),
+            first_request_timeout_s=settings.first_request_timeout_ms / 1000,
+            admit=self.connection_limits.admit,
+            report=self.bad_input.report,
+        )
         # What every connection reads into: a scratch buffer for small frames (copied
         # out before the read returns) and a pool of large frame buffers (one event loop).
         self._read_memory = ReadMemory()
@@ -153,6 +179,8 @@ class ProxyServer:
             self.settings.listen_host,
             self.settings.bootstrap_port,
             reuse_address=True,
+            ssl=self._listener_ssl,
+            ssl_handshake_timeout=self._handshake_timeout,
         )
         self._servers[BOOTSTRAP] = server
         log.info("bootstrap listener on %s:%d, upstream %s", self.settings.listen_host,
@@ -180,6 +208,8 @@ class ProxyServer:
                 self.settings.listen_host,
                 port,
                 reuse_address=True,
+                ssl=self._listener_ssl,
+                ssl_handshake_timeout=self._handshake_timeout,
             )
         except OSError as exc:
             self._binding.pop(node_id, None)
@@ -190,21 +220,34 @@ class ProxyServer:
         self._binding.pop(node_id, None)
         log.info("listener for broker %d on %s:%d", node_id, self.settings.listen_host, port)
 
+    @property
+    def _listener_ssl(self) -> ssl.SSLContext | None:
+        return self.tls.listener if self.tls is not None else None
+
+    @property
+    def _handshake_timeout(self) -> float | None:
+        return self.settings.first_request_timeout_ms / 1000 if self.tls is not None else None
+
     # ----- connections
     def _new_client(self, listener: str) -> ClientConnection:
         conn = ClientConnection(
             listener, self._connect_upstream, self._hooks, self._limits, self.metrics,
-            self._client_closed, self._read_memory,
+            self._client_closed, self._read_memory, self._guards, self._client_opened,
         )
-        self._connections.add(conn)
-        self.metrics.connections_open.labels(listener).inc()
-        self.metrics.connections_total.labels(listener).inc()
         return conn
+
+    def _client_opened(self, conn: ClientConnection) -> None:
+        # not before: a TLS handshake that fails never reaches the connection (nor its close)
+        self._connections.add(conn)
+        self.metrics.connections_open.labels(conn.listener).inc()
+        self.metrics.connections_total.labels(conn.listener).inc()
 
     def _client_closed(self, conn: ClientConnection) -> None:
         if conn in self._connections:
             self._connections.discard(conn)
             self.metrics.connections_open.labels(conn.listener).dec()
+            if conn.admitted is not None:
+                self.connection_limits.release(conn.admitted)
 
     async def _connect_upstream(self, client: ClientConnection) -> asyncio.Transport:
         if client.listener == BOOTSTRAP:
@@ -223,7 +266,8 @@ class ProxyServer:
                 async with asyncio.timeout(timeout):  # (3.11's wait_for can lose a cancel)
                     transport, _ = await loop.create_connection(
                         lambda: UpstreamConnection(client),
-                        host, port,
+                        host, port, ssl=self._upstream_ssl,
+                        server_hostname=host if self._upstream_ssl is not None else None,
                     )
                 return transport
             except (TimeoutError, OSError) as exc:

@@ -12,6 +12,7 @@ from rackguard.simulator.handlers import (
     meta,
     partitions,
     produce,
+    sasl_apis,
     txn_apis,
 )
 from rackguard.simulator.handlers.base import Ctx, Handler
@@ -31,6 +32,7 @@ HANDLERS: dict[int, Handler] = {
     14: group_apis.sync_group,
     15: group_apis.describe_groups,
     16: group_apis.list_groups,
+    17: sasl_apis.sasl_handshake,
     18: meta.api_versions,
     19: admin.create_topics,
     20: admin.delete_topics,
@@ -41,6 +43,7 @@ HANDLERS: dict[int, Handler] = {
     28: txn_apis.txn_offset_commit,
     32: admin.describe_configs,
     33: admin.alter_configs,
+    36: sasl_apis.sasl_authenticate,
     37: partitions.create_partitions,
     44: admin.incremental_alter_configs,
     45: partitions.alter_partition_reassignments,

@@ -21,6 +21,7 @@ class Ctx:
     node_id: int  # the broker the request arrived at
     version: int
     client_id: str | None
+    principal: str | None = None  # the authenticated user (SASL listeners)
 
     @property
     def is_coordinator(self) -> bool:

@@ -14,6 +14,7 @@ from kafka.protocol.producer import ProduceResponse
 from rackguard.simulator import errors
 from rackguard.simulator.handlers.base import Ctx
 from rackguard.simulator.records import CorruptBatchError, split_batches
+from rackguard.simulator.sasl import refused_produce
 from rackguard.simulator.state import Partition
 
 _TR = ProduceResponse.TopicProduceResponse
@@ -48,12 +49,15 @@ async def produce(ctx: Ctx, req: Any) -> Any:
     responses = []
     appended = False
     hinted: set[int] = set()  # leaders named in current_leader (Produce v10+)
+    denied = refused_produce(ctx.principal, ctx.core.config.sasl)  # the ACL stand-in
     for topic in req.topic_data:
         parts = []
         for pd in topic.partition_data:
             part = state.partition(topic.name, pd.index)
             error, base, message = errors.NONE, -1, None
-            if part is None:
+            if denied:
+                error = errors.TOPIC_AUTHORIZATION_FAILED
+            elif part is None:
                 error = errors.UNKNOWN_TOPIC_OR_PARTITION
             elif part.leader != ctx.node_id:
                 error = errors.NOT_LEADER_OR_FOLLOWER

@@ -54,7 +54,7 @@ JVM = ["-Xms64m", "-Xmx320m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-X
 _COMMON = """
 controller.quorum.voters={controller}@127.0.0.1:{controller_port}
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
 log.dirs={data}
 num.network.threads=2
 num.io.threads=2
@@ -88,6 +88,18 @@ broker.heartbeat.interval.ms=500
 unclean.leader.election.enable=false
 replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector
 """
+# With ClusterSecurity: a SASL_SSL listener (SCRAM-SHA-512, a PEM key store) beside PLAINTEXT,
+# which stays the inter-broker listener (later keys win in a properties file).
+_SECURE = """
+listeners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{secure_port}
+advertised.listeners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{secure_port}
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=\
+org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PEM
+ssl.keystore.location={keystore}
+connections.max.reauth.ms={reauth_ms}
+"""
 _CONTROLLER = """
 process.roles=controller
 node.id={node_id}
@@ -118,6 +130,7 @@ class KafkaNode:
     directory: Path
     pid: int | None = None
     frozen: bool = False
+    secure_port: int | None = None  # the SASL_SSL listener, with ClusterSecurity
 
     @property
     def config(self) -> Path:
@@ -148,6 +161,17 @@ class KafkaNode:
                 pass
 
 
+@dataclass(frozen=True)
+class ClusterSecurity:
+    """A SASL_SSL listener on every broker: SCRAM-SHA-512 ``users`` (name -> password,
+    created when the storage is formatted) and ``keystore``, one PEM file holding an
+    unencrypted PKCS#8 private key and its certificate chain."""
+
+    keystore: Path
+    users: dict[str, str]
+    reauth_ms: int = 0  # connections.max.reauth.ms (KIP-368); 0: no session lifetime
+
+
 def _zombie(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
@@ -166,20 +190,24 @@ class KafkaCluster:
     nodes: dict[int, KafkaNode] = field(default_factory=dict)
     cluster_id: str = field(default_factory=_cluster_id)
     start_seconds: float = 0.0
+    security: ClusterSecurity | None = None
 
     # -- building -------------------------------------------------------------------------
     @classmethod
     def create(cls, directory: Path | None = None, kafka_version: str | None = None,
-               ports: Iterable[int] | None = None) -> KafkaCluster:
+               ports: Iterable[int] | None = None,
+               security: ClusterSecurity | None = None) -> KafkaCluster:
         from tests.integration.harness.ports import free_port
 
         root = Path(tempfile.mkdtemp(prefix="kafka-", dir=directory))
-        cluster = cls(root, kafka_version or kafka_dist.version())
+        cluster = cls(root, kafka_version or kafka_dist.version(), security=security)
         chosen = list(ports) if ports is not None else [free_port() for _ in range(7)]
         ids = [CONTROLLER_ID, *BROKER_RACKS]
         for node_id, port in zip(ids, chosen, strict=True):
-            cluster.nodes[node_id] = KafkaNode(node_id, BROKER_RACKS.get(node_id), port,
-                                               root / f"node-{node_id}")
+            rack = BROKER_RACKS.get(node_id)
+            secure = free_port() if security is not None and rack is not None else None
+            cluster.nodes[node_id] = KafkaNode(node_id, rack, port, root / f"node-{node_id}",
+                                               secure_port=secure)
         return cluster
 
     @property
@@ -200,6 +228,11 @@ class KafkaCluster:
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{n.port}" for n in self.brokers)
 
+    @property
+    def secure_bootstrap(self) -> str:
+        """The SASL_SSL listeners (with ClusterSecurity)."""
+        return ",".join(f"127.0.0.1:{n.secure_port}" for n in self.brokers)
+
     def bootstrap_of(self, rack: str) -> str:
         return ",".join(f"127.0.0.1:{n.port}" for n in self.rack(rack))
 
@@ -210,8 +243,12 @@ class KafkaCluster:
             n.directory.mkdir(parents=True, exist_ok=True)
             values = {"controller": CONTROLLER_ID, "controller_port": self.controller.port,
                       "data": n.directory / "data", "node_id": n.node_id, "rack": n.rack,
-                      "port": n.port}
+                      "port": n.port, "secure_port": n.secure_port,
+                      "keystore": self.security.keystore if self.security else None,
+                      "reauth_ms": self.security.reauth_ms if self.security else 0}
             body = (_BROKER if n.rack else _CONTROLLER).format(**values)
+            if self.security is not None and n.rack is not None:
+                body += _SECURE.format(**values)
             n.config.write_text(_COMMON.format(**values) + body)
 
     def _java(self, main: str, *args: str) -> list[str]:
@@ -227,6 +264,9 @@ class KafkaCluster:
         for n in self.nodes.values():
             argv = self._java("kafka.tools.StorageTool", "format", "-t", self.cluster_id,
                               "-c", str(n.config), "--ignore-formatted")
+            users = self.security.users if self.security and n.rack is None else {}
+            for user, password in users.items():  # into the controller's bootstrap metadata
+                argv += ["--add-scram", f"SCRAM-SHA-512=[name={user},password={password}]"]
             running.append((n, subprocess.Popen(argv, stdout=subprocess.PIPE,
                                                 stderr=subprocess.STDOUT, text=True)))
         for n, proc in running:

@@ -37,7 +37,12 @@ from typing import Any
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from prometheus_client.parser import text_string_to_metric_families
-from rackguard.protocol.metadata import MetadataSnapshot, PartitionMetadata, read_metadata
+from rackguard.protocol.metadata import (
+    MetadataSnapshot,
+    PartitionMetadata,
+    TopicMetadata,
+    read_metadata,
+)
 
 from tests.integration.harness.java import JavaClient
 from tests.integration.harness.wire import RawKafkaConnection
@@ -82,7 +87,7 @@ def wait_until(check: Callable[[], bool], what: str, timeout: float = WAIT_S) ->
 def isr_racks(rig: SystemRig, topic: str, racks: dict[int, str]) -> list[set[str]]:
     snap = metadata(rig, [topic])
     return [{racks.get(n, "?") for n in PartitionMetadata(*p).isr}
-            for t in snap.topics for p in t.partitions]
+            for t in snap.topics for p in TopicMetadata(*t).partitions]
 
 
 def wait_isr_racks(rig: SystemRig, topics: list[str], racks: dict[int, str],
@@ -96,7 +101,8 @@ def wait_isr_racks(rig: SystemRig, topics: list[str], racks: dict[int, str],
 def leader_address(rig: SystemRig, topic: str, partition: int) -> tuple[str, int]:
     """The proxy's address for the partition's leader, as the proxy's Metadata gives it."""
     snap = metadata(rig, [topic])
-    leader = next(p.leader for t in snap.topics for p in map(PartitionMetadata._make, t.partitions)
+    leader = next(p.leader for t in snap.topics
+                  for p in map(PartitionMetadata._make, TopicMetadata(*t).partitions)
                   if p.partition_index == partition)
     broker = next(b for b in snap.brokers if b.node_id == leader)
     return broker.host, broker.port

@@ -75,6 +75,10 @@ public class RackguardClient {
         p.put("request.timeout.ms", "10000");
         p.put("default.api.timeout.ms", "15000");
         p.put("reconnect.backoff.max.ms", "1000");
+        // prop.<name>=<value>: any client property (security.protocol, sasl.jaas.config, ...)
+        for (Map.Entry<String, String> e : opts.entrySet()) {
+            if (e.getKey().startsWith("prop.")) p.put(e.getKey().substring(5), e.getValue());
+        }
         return p;
     }
 

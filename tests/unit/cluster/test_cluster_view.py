@@ -410,20 +410,41 @@ def test_partition_rows_are_left_untracked_by_the_cyclic_collector(
     gc.collect(0)  # the first young collection that sees them is enough
     rows = view.topics["a"].partitions.rows
     assert len(rows) == 50 and not any(gc.is_tracked(r) for r in rows.values())
-    assert view.topics["a"].partitions[3] == PartitionState(*rows[3])
+    assert rows[3][0] == 3  # the response's row: index, error code, then the state
+    assert view.topics["a"].partitions[3] == PartitionState(*rows[3][2:])
 
 
-def test_a_refresh_shares_the_partitions_of_unchanged_topics(
+def test_a_refresh_keeps_the_objects_of_unchanged_topics(
     store: ClusterViewStore, clock: Clock
 ) -> None:
     """Each refresh would otherwise leave new long-lived objects for every topic for the
-    cyclic GC to promote and scan; the topic itself is new (it was confirmed now)."""
+    cyclic GC to promote, which brings the next full collection (a stall of every
+    thread) forward: a full refresh keeps an unchanged topic's very object, whose age
+    is the view's; a changed topic is new; a partial refresh confirms a topic now and
+    shares its unchanged partitions."""
     before = store.apply_metadata(
         snap([topic("a", [part(0, (1, 2))]), topic("b", [part(0, (1,))])]), full=True)
     clock.t += 1
     after = store.apply_metadata(
         snap([topic("a", [part(0, (1, 2))]), topic("b", [part(0, (1, 3))])]), full=True)
-    assert after.topics["a"].partitions is before.topics["a"].partitions
-    assert after.topics["a"].updated_at == clock.t
+    assert after.topics["a"] is before.topics["a"]
+    assert after.age(clock.t, after.topics["a"]) == 0
+    assert after.topics["b"] is not before.topics["b"]
     assert after.topics["b"].partitions is not before.topics["b"].partitions
     assert after.topics["b"].partitions[0].isr == (1, 3)
+    assert after.topics["b"].updated_at == clock.t
+    clock.t += 1
+    partial = store.apply_metadata(snap([topic("a", [part(0, (1, 2))])]), full=False)
+    assert partial.topics["a"] is not after.topics["a"]
+    assert partial.topics["a"].partitions is after.topics["a"].partitions
+    assert partial.topics["a"].updated_at == clock.t
+    assert partial.topics["b"] is after.topics["b"]
+
+
+def test_a_new_topic_id_makes_a_new_topic(store: ClusterViewStore, clock: Clock) -> None:
+    """The same name and partitions under another id (deleted and made anew) is a change."""
+    before = store.apply_metadata(snap([topic("a", [part(0, (1,))], tid(1))]), full=True)
+    clock.t += 1
+    after = store.apply_metadata(snap([topic("a", [part(0, (1,))], tid(2))]), full=True)
+    assert after.topics["a"].topic_id == tid(2) and after.topic(tid(2)) is after.topics["a"]
+    assert before.topics["a"].topic_id == tid(1) and after.topic(tid(1)) is None

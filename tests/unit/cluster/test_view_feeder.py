@@ -28,7 +28,6 @@ from rackguard.protocol.primitives import ProtocolError
 from rackguard.proxy.cluster.feeder import (
     Pause,
     ViewFeeder,
-    _drop_snapshot_gradually,
     _release_gradually,
 )
 from rackguard.proxy.cluster.pacing import Pacer
@@ -96,6 +95,28 @@ async def test_large_absorbs_build_the_same_views_as_the_store_on_the_loop() -> 
             assert brokers == read_metadata(data, 12).brokers
             await settled(feeder, interval)
         assert gc.isenabled()
+    finally:
+        feeder.close()
+
+
+async def test_a_large_absorb_of_an_unchanged_cluster_keeps_every_topic_object() -> None:
+    """Topics are merged as they are read, and an unchanged one leaves nothing new behind
+    (what keeps refreshes from bringing full collections forward)."""
+    clock = Clock()
+    store = ClusterViewStore(clock)
+    feeder = ViewFeeder(store)
+    interval = sys.getswitchinterval()
+    data = frame(400, 25)
+    try:
+        await feeder.absorb(data, 12, full=True)
+        before = store.view
+        await settled(feeder, interval)
+        clock.t += 1
+        await feeder.absorb(data, 12, full=True)
+        after = store.view
+        assert after is not before and after.refreshed_at == clock.t
+        assert all(after.topics[name] is topic for name, topic in before.topics.items())
+        await settled(feeder, interval)
     finally:
         feeder.close()
 
@@ -168,20 +189,16 @@ def test_pacer_naps_once_per_slice_of_work() -> None:
     assert naps == [0.00005, 0.00005]  # at 1.0 ms, and at 2.1 ms (1.1 ms after that)
 
 
-def test_gradual_releases_empty_their_box_and_pause() -> None:
+def test_gradual_release_empties_its_box_and_pauses() -> None:
     store = ClusterViewStore(Clock())
-    snapshot = read_metadata(frame(10, 300), 12)
-    view = store.build(snapshot, full=True)
+    view = store.build(read_metadata(frame(10, 300), 12), full=True)
     calls: list[int] = []
-    box_s = [snapshot]
-    del snapshot
-    _drop_snapshot_gradually(box_s, lambda: calls.append(1))
     box_v = [view]
     del view
     _release_gradually(box_v, lambda: calls.append(1))
-    assert box_s == [] and box_v == []
+    assert box_v == []
     # per topic gathered, and per 1,024 objects popped (10 topics, then 3,000 partitions)
-    assert len(calls) == 2 * (10 + 1 + 3)
+    assert len(calls) == 10 + 1 + 3
     _release_gradually([ClusterView()], lambda: None)  # an empty view is fine too
 
 
@@ -223,7 +240,8 @@ async def test_an_update_racing_an_absorb_applies_on_top_of_it() -> None:
         await asyncio.gather(feeder.update(configs, large=False),
                              feeder.absorb(frame(5, 4), 12, full=True))
         assert store.view.topics["topic-3"].min_insync_replicas == 3
-        assert store.view.topics["topic-0"].updated_at == clock.t
+        assert store.view.refreshed_at == clock.t  # the full refresh was applied too
+        assert store.view.age(clock.t, store.view.topics["topic-0"]) == 0
     finally:
         feeder.close()
 

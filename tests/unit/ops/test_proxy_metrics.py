@@ -40,6 +40,10 @@ class Reference:
                 ["api"], registry=r)
         Counter("rackguard_unsolicited_responses",
                 "Broker responses to acks=0 produces (which expect none), dropped", registry=r)
+        Counter("rackguard_connections_refused",
+                "Client connections closed at once by a limit, by limit", ["limit"], registry=r)
+        Counter("rackguard_tls_reloads", "Reloads of the listeners' certificate, by result "
+                "(a failed one keeps the old)", ["result"], registry=r)
         self.bytes_from_client = self.bytes.labels("client_to_broker")
         self.bytes_to_client = self.bytes.labels("broker_to_client")
 

@@ -182,7 +182,7 @@ def test_read_v13_error_code_and_null_names() -> None:
     for v in (12, 13):
         snap = read_metadata(encode(spec, v), v)
         assert snap == expected_snapshot(spec, v)
-        assert snap.topics[-1].name is None
+        assert TopicMetadata(*snap.topics[-1]).name is None
 
 
 def test_rewrite_preserves_broker_tagged_fields() -> None:
@@ -332,7 +332,8 @@ def test_long_replica_lists_take_the_general_path(version: int) -> None:
     frame = encode(spec, version)
     snap = read_metadata(frame, version)
     assert snap == expected_snapshot(spec, version)
-    first, _, third = (PartitionMetadata(*row) for row in snap.topics[0].partitions)
+    first, _, third = (PartitionMetadata(*row)
+                       for row in TopicMetadata(*snap.topics[0]).partitions)
     assert first.replicas is third.replicas  # decoded once per distinct pattern
 
 
@@ -366,11 +367,14 @@ def test_big_read_leaves_the_gc_alone_and_gives_rows_it_stops_tracking() -> None
     frame = encode(spec, 12)
     assert len(frame) > 256 * 1024
     assert gc.isenabled()
-    rows = read_metadata(frame, 12).topics[0].partitions
+    topics = read_metadata(frame, 12).topics
+    rows = TopicMetadata(*topics[0]).partitions
     assert len(rows) == 20000
     assert gc.isenabled()
     gc.collect()  # a collection leaves rows of atomic values untracked, in any generation
     assert not any(gc.is_tracked(r) for r in rows)
+    gc.collect()  # the topic's row, once its partitions' tuple is (a second pass)
+    assert not gc.is_tracked(topics[0])
     with pytest.raises(ProtocolError):
         read_metadata(with_size(frame[4:-1]), 12)
     assert gc.isenabled()
@@ -387,3 +391,13 @@ def test_pause_is_called_between_chunks_and_changes_nothing(version: int) -> Non
     snap = read_metadata(frame, version, lambda: calls.append(1))
     assert snap == read_metadata(frame, version) == expected_snapshot(spec, version)
     assert len(calls) == len(spec.topics) + 2  # after each topic, and twice within "big"
+
+
+def test_on_topic_gets_each_topic_as_read_and_the_snapshot_none() -> None:
+    spec = sample_spec()
+    frame = encode(spec, 12)
+    whole = read_metadata(frame, 12)
+    given: list[object] = []
+    streamed = read_metadata(frame, 12, on_topic=given.append)
+    assert given == list(whole.topics) and streamed.topics == ()
+    assert streamed.brokers == whole.brokers and streamed.cluster_id == whole.cluster_id

@@ -1,0 +1,23 @@
+"""A short run of the decoder fuzzer (benchmarks/fuzz.py; the long run's figures are in
+docs/security.md): every decoder gets mutated inputs, and none raises anything but
+ProtocolError or allocates beyond its bound."""
+
+from __future__ import annotations
+
+from benchmarks.fuzz import fuzz, targets
+
+DECODERS = ("framing", "request header", "produce request", "produce response v",
+            "produce response endpoints v13", "metadata v12", "metadata rewrite v12",
+            "find coordinator v", "describe cluster v", "api versions v", "api versions cap v",
+            "describe configs v", "sasl handshake request", "sasl handshake response v",
+            "sasl authenticate response v")
+
+
+def test_a_short_fuzz_run_finds_nothing() -> None:
+    done = fuzz(targets(), inputs=40_000, seed=7, alloc_every=13)
+    names = [t.name for t in done]
+    for decoder in DECODERS:
+        assert any(n.startswith(decoder) for n in names), decoder
+    assert [f"{t.name}: {f}" for t in done for f in t.findings] == []
+    assert all(t.inputs > 0 for t in done)
+    assert sum(t.rejected for t in done) > sum(t.inputs for t in done) // 2  # they go deep
