@@ -1,19 +1,26 @@
 """What ``client_rack`` costs on the Fetch path: a consumer load through two proxies, one
-without client_rack and one that fills it into every Fetch request (and reads every
+without client_rack and one that fills it into every Fetch request (and counts every
 Fetch response for the locality metric).
 
-A Tansu broker (or ``--bootstrap``: any cluster; the proxy's rack names no broker's and
-the topic has one replica per partition, so no redirect ever happens: every Fetch is
-filled and every response walked, the worst case) holds a topic of ``--mb`` MB of
+A Tansu broker (or ``--bootstrap``: any cluster; the topic has one replica per
+partition, so no redirect ever happens: every Fetch is filled; with the default
+``--rack``, which names no broker's rack, no response is walked for redirects either,
+while ``--rack`` naming a broker's rack has the answers of the brokers outside it
+walked, the worst case) holds a topic of ``--mb`` MB of
 ``--size``-byte records in ``--partitions`` partitions; each round a librdkafka consumer
 (it sends Fetch v11+ with an empty rack_id) reads the whole topic through each proxy,
-in mirrored order (A B, B A, ...). Per proxy: MB/s and the proxy's CPU seconds per GB
-read. Then the per-request cost: closed loops of small one-partition Fetch v12 requests
-(``--fetch-seconds``, 0 skips it). Each cost is the median over the rounds of the ratio
-B/A, printed with its quartiles.
+in rotating order (each first in turn, mirrored every other round). Per proxy: MB/s and
+the proxy's CPU seconds per GB read. Then the per-request cost: closed loops of small
+one-partition Fetch v12 requests (``--fetch-seconds``, 0 skips it). Each cost is the
+median over the rounds of the ratio B/A, printed with its quartiles.
+
+``--baseline-exe PATH`` adds a third proxy, ``before``: another installation's
+``rackguard`` (e.g. a worktree of an older commit) with the same client_rack, measured in
+the same rounds, so two versions of the fetch path compare under the same load.
 
 Usage: .venv/bin/python -m benchmarks.fetch_locality [--rounds 8] [--mb 200]
-[--partition-kb 1024] [--fetch-seconds 2] [--bootstrap HOST:PORT] [--json F]
+[--partition-kb 1024] [--fetch-seconds 2] [--bootstrap HOST:PORT] [--rack R]
+[--baseline-exe PATH] [--json F]
 Figures are printed, never asserted (the machine is shared and noisy).
 """
 
@@ -165,6 +172,13 @@ def request_rate(bootstrap: str, pid: int, frames: list[bytes], seconds: float,
     return total / seconds, cpu / total * 1e6
 
 
+def rotation(names: list[str], r: int) -> list[str]:
+    """Round ``r``'s order: each proxy first in turn, mirrored every other round."""
+    k = r // 2 % len(names)
+    order = names[k:] + names[:k]
+    return order if r % 2 == 0 else order[::-1]
+
+
 def quartiles(values: list[float]) -> tuple[float, float, float]:
     if len(values) < 4:
         mid = statistics.median(values)
@@ -194,11 +208,21 @@ def main() -> int:
     parser.add_argument("--bootstrap", metavar="HOST:PORT",
                         help="an existing cluster instead of a Tansu broker started here "
                         "(broker node ids below 200)")
+    parser.add_argument("--rack", default="bench-zone",
+                        help="client_rack of the proxies with one (default: a rack no broker "
+                        "has, so no fetch is redirected)")
+    parser.add_argument("--exe", metavar="PATH",
+                        help="the rackguard executable of 'off' and 'client_rack' (default: "
+                        "this environment's)")
+    parser.add_argument("--baseline-exe", metavar="PATH",
+                        help="a rackguard executable of another version: a third proxy, "
+                        "'before', with the same client_rack")
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args()
     logs = Path(tempfile.mkdtemp(prefix="rackguard-bench-fetch-"))
-    exe = str(Path(sys.executable).parent / "rackguard")
-    samples: dict[str, list[tuple[float, float]]] = {"off": [], "client_rack": []}
+    exe = args.exe or str(Path(sys.executable).parent / "rackguard")
+    names = ["off", "client_rack"] + (["before"] if args.baseline_exe else [])
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     with ExitStack() as stack:
         if args.bootstrap:
             upstream = args.bootstrap
@@ -212,86 +236,93 @@ def main() -> int:
         topic = f"bench-fetch-{os.getpid()}"
         count = fill_topic(upstream, topic, args.partitions, args.size, args.mb, args.batch_kb)
         targets: dict[str, tuple[str, int]] = {}
-        first, second = port_block(), port_block()
-        while abs(first - second) < PORT_BLOCK:
-            second = port_block()
+        blocks: list[int] = []
+        while len(blocks) < len(names):
+            block = port_block()
+            if all(abs(block - b) >= PORT_BLOCK for b in blocks):
+                blocks.append(block)
         # bootstrap port, broker port base (node N at base + N), metrics port
-        ports = [(first, first + 1), (second, second + 1)]
-        metrics = {"off": first + PORT_BLOCK - 1, "client_rack": second + PORT_BLOCK - 1}
-        for (bport, base), (name, extra) in zip(ports, (("off", []), ("client_rack", [
-                "--client-rack", "bench-zone", "--client-rack-mode", args.mode])), strict=True):
-            extra = [*extra, "--metrics-port", str(metrics[name])]
+        metrics = {name: b + PORT_BLOCK - 1 for name, b in zip(names, blocks, strict=True)}
+        rack_flags = ["--client-rack", args.rack, "--client-rack-mode", args.mode]
+        for block, name in zip(blocks, names, strict=True):
+            bport, base = block, block + 1
+            extra = [*([] if name == "off" else rack_flags),
+                     "--metrics-port", str(metrics[name])]
+            binary = args.baseline_exe if name == "before" else exe
             proc = stack.enter_context(process(
-                [exe, "serve", "--upstream", upstream, "--bootstrap-port", str(bport),
+                [binary, "serve", "--upstream", upstream, "--bootstrap-port", str(bport),
                  "--broker-port-base", str(base), "--log-level", "WARNING", *extra],
                 logs / f"{name}.log", bport))
             targets[name] = (f"127.0.0.1:{bport}", proc.pid)
-        # warm up both
-        consume_all(targets["off"][0], topic, args.partitions, count, args.partition_kb)
-        consume_all(targets["client_rack"][0], topic, args.partitions, count,
-                    args.partition_kb)
+        consumed = dict.fromkeys(names, 0)
+        for name in names:  # warm up
+            consumed[name] += consume_all(targets[name][0], topic, args.partitions, count,
+                                          args.partition_kb)[0]
         for r in range(args.rounds):
-            order = ["off", "client_rack"] if r % 2 == 0 else ["client_rack", "off"]
+            order = rotation(names, r)
             for name in order:
                 bootstrap, pid = targets[name]
                 cpu0 = cpu_seconds(pid)
                 size, elapsed = consume_all(bootstrap, topic, args.partitions, count,
                                             args.partition_kb)
                 cpu = cpu_seconds(pid) - cpu0
+                consumed[name] += size
                 samples[name].append((size / elapsed / 1e6, cpu / (size / 1e9)))
-            print(f"round {r + 1}/{args.rounds}: off {samples['off'][-1][0]:.1f} MB/s, "
-                  f"client_rack {samples['client_rack'][-1][0]:.1f} MB/s", file=sys.stderr)
+            print(f"round {r + 1}/{args.rounds}: " + ", ".join(
+                f"{name} {samples[name][-1][0]:.1f} MB/s" for name in names), file=sys.stderr)
+        by_consumers = {name: fetch_counts(metrics[name])[0] for name in names}
         per_partition = count // args.partitions
         frames = [fetch_frame(topic, p, max(per_partition - 40, 0), i)
                   for i, p in enumerate(range(args.partitions))]
-        rates: dict[str, list[tuple[float, float]]] = {"off": [], "client_rack": []}
+        rates: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
         for r in range(args.rounds if args.fetch_seconds > 0 else 0):
-            order = ["off", "client_rack"] if r % 2 == 0 else ["client_rack", "off"]
+            order = rotation(names, r)
             for name in order + order[::-1]:  # A B B A: each gets two half turns
                 bootstrap, pid = targets[name]
                 rates[name].append(request_rate(bootstrap, pid, frames,
                                                 args.fetch_seconds / 2, args.connections))
-        seen_off, _ = fetch_counts(metrics["off"])
-        seen, filled = fetch_counts(metrics["client_rack"])
-    mb_ratio = [b[0] / a[0] for a, b in zip(samples["off"], samples["client_rack"],
-                                             strict=True)]
-    cpu_ratio = [b[1] / a[1] for a, b in zip(samples["off"], samples["client_rack"],
-                                              strict=True)]
+        counts = {name: fetch_counts(metrics[name]) for name in names}
     summary: dict[str, Any] = {
         name: {"mb_s": statistics.median(s[0] for s in rows),
                "cpu_s_per_gb": statistics.median(s[1] for s in rows)}
         for name, rows in samples.items()}
-    summary["fetch_requests"] = {"off": seen_off, "client_rack": seen, "filled": filled}
-    if rates["off"]:
-        rate_ratio = [b[0] / a[0] for a, b in zip(rates["off"], rates["client_rack"],
-                                                   strict=True)]
-        us_ratio = [b[1] / a[1] for a, b in zip(rates["off"], rates["client_rack"],
-                                                 strict=True)]
-        summary["fetches"] = {name: {"per_s": statistics.median(x[0] for x in rows),
-                                     "cpu_us_each": statistics.median(x[1] for x in rows)}
-                              for name, rows in rates.items()}
-        summary["fetch_rate_ratio_q1_median_q3"] = quartiles(rate_ratio)
-        summary["cpu_per_fetch_ratio_q1_median_q3"] = quartiles(us_ratio)
-    summary["throughput_ratio_q1_median_q3"] = quartiles(mb_ratio)
-    summary["cpu_per_gb_ratio_q1_median_q3"] = quartiles(cpu_ratio)
+    summary["fetch_requests"] = counts
     print("| proxy | MB/s (median) | CPU s/GB (median) |\n|---|---|---|")
-    for name in ("off", "client_rack"):
+    for name in names:
         print(f"| {name} | {summary[name]['mb_s']:.1f} | {summary[name]['cpu_s_per_gb']:.2f} |")
-    q = summary["throughput_ratio_q1_median_q3"]
-    c = summary["cpu_per_gb_ratio_q1_median_q3"]
-    print(f"throughput client_rack/off: median {q[1]:.3f} (quartiles {q[0]:.3f}-{q[2]:.3f}); "
-          f"CPU per GB: median {c[1]:.3f} (quartiles {c[0]:.3f}-{c[2]:.3f})")
-    print(f"Fetch requests: off {seen_off:.0f}, client_rack {seen:.0f} (given client_rack: "
-          f"{filled:.0f})")
+    for name in names[1:]:
+        q = quartiles([b[0] / a[0] for a, b in zip(samples["off"], samples[name], strict=True)])
+        c = quartiles([b[1] / a[1] for a, b in zip(samples["off"], samples[name], strict=True)])
+        summary[f"{name}_throughput_ratio_q1_median_q3"] = q
+        summary[f"{name}_cpu_per_gb_ratio_q1_median_q3"] = c
+        print(f"throughput {name}/off: median {q[1]:.3f} (quartiles {q[0]:.3f}-{q[2]:.3f}); "
+              f"CPU per GB: median {c[1]:.3f} (quartiles {c[0]:.3f}-{c[2]:.3f})")
+    summary["kb_per_consumer_fetch"] = {
+        name: consumed[name] / max(by_consumers[name], 1) / 1e3 for name in names}
+    print("consumers' Fetch requests: " + ", ".join(
+        f"{name} {by_consumers[name]:.0f} ({summary['kb_per_consumer_fetch'][name]:.0f} KB "
+        "each)" for name in names))
+    print("all Fetch requests (seen, given client_rack): " + ", ".join(
+        f"{name} {seen:.0f}, {filled:.0f}" for name, (seen, filled) in counts.items()))
     if rates["off"]:
-        f = summary["fetches"]
-        a, b = summary["fetch_rate_ratio_q1_median_q3"], summary["cpu_per_fetch_ratio_q1_median_q3"]
+        f = summary["fetches"] = {
+            name: {"per_s": statistics.median(x[0] for x in rows),
+                   "cpu_us_each": statistics.median(x[1] for x in rows)}
+            for name, rows in rates.items()}
         print(f"small fetches ({args.connections} closed loops, Fetch v12, 1 partition "
-              f"near its end): off {f['off']['per_s']:.0f}/s at "
-              f"{f['off']['cpu_us_each']:.0f} us CPU each, client_rack "
-              f"{f['client_rack']['per_s']:.0f}/s at {f['client_rack']['cpu_us_each']:.0f} us; "
-              f"rate ratio median {a[1]:.3f} ({a[0]:.3f}-{a[2]:.3f}), CPU per fetch ratio "
-              f"median {b[1]:.3f} ({b[0]:.3f}-{b[2]:.3f})")
+              "near its end): " + ", ".join(
+                  f"{name} {f[name]['per_s']:.0f}/s at {f[name]['cpu_us_each']:.1f} us CPU each"
+                  for name in names))
+        for name in names[1:]:
+            a = quartiles([y[0] / x[0] for x, y in zip(rates["off"], rates[name], strict=True)])
+            b = quartiles([y[1] / x[1] for x, y in zip(rates["off"], rates[name], strict=True)])
+            d = quartiles([y[1] - x[1] for x, y in zip(rates["off"], rates[name], strict=True)])
+            summary[f"{name}_fetch_rate_ratio_q1_median_q3"] = a
+            summary[f"{name}_cpu_per_fetch_ratio_q1_median_q3"] = b
+            summary[f"{name}_cpu_us_added_per_fetch_q1_median_q3"] = d
+            print(f"  {name}/off: rate ratio median {a[1]:.3f} ({a[0]:.3f}-{a[2]:.3f}), CPU "
+                  f"per fetch ratio median {b[1]:.3f} ({b[0]:.3f}-{b[2]:.3f}), CPU added per "
+                  f"fetch median {d[1]:.1f} us ({d[0]:.1f} to {d[2]:.1f})")
     if args.json:
         Path(args.json).write_text(json.dumps({"samples": samples, "fetches": rates,
                                                "summary": summary}))

@@ -226,8 +226,12 @@ class Rackguard:
         if rack is None:
             return
         mode = self.settings.client_rack_mode
-        self.rack_hints = RackHints(rack, mode == "fill", lambda: self.store.view,
-                                    LocalityMetrics(self.metrics.registry, rack, mode))
+        def view() -> ClusterView:
+            return self.store.view
+
+        self.rack_hints = RackHints(rack, mode == "fill", view,
+                                    LocalityMetrics(self.metrics.registry, rack, mode, view))
+        self.store.subscribe(self.rack_hints.view_changed)
         self.server.add_request_hooks(self.rack_hints.request_hooks())
         log.info("client rack %r (%s): %s", rack, mode,
                  "filled into Fetch, JoinGroup and ConsumerGroupHeartbeat requests that name "

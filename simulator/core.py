@@ -29,11 +29,17 @@ class SimCore:
         # Record bytes served by Fetch, by (client id, serving node): the simulator's own
         # count of where consumers read from, to check a proxy's locality figures against.
         self.fetched_bytes: dict[tuple[str, int], int] = {}
+        # Bytes of whole Fetch response frames sent, by (client id, serving node).
+        self.fetch_frame_bytes: dict[tuple[str, int], int] = {}
 
     def count_fetch(self, client_id: str | None, node_id: int, size: int) -> None:
         if size:
             key = (client_id or "", node_id)
             self.fetched_bytes[key] = self.fetched_bytes.get(key, 0) + size
+
+    def count_fetch_frame(self, client_id: str | None, node_id: int, size: int) -> None:
+        key = (client_id or "", node_id)
+        self.fetch_frame_bytes[key] = self.fetch_frame_bytes.get(key, 0) + size
 
     def address(self, node_id: int) -> tuple[str, int]:
         return self.config.public_host, self.state.brokers[node_id].port

@@ -17,6 +17,7 @@ from rackguard.simulator.handlers.meta import api_versions_body
 from rackguard.simulator.versions import SUPPORTED
 from rackguard.simulator.wire import (
     API_VERSIONS_KEY,
+    FETCH_KEY,
     FrameError,
     body_offset,
     peek_header,
@@ -55,4 +56,7 @@ async def dispatch(core: SimCore, node_id: int, frame: bytes, principal: str | N
         return None
     body = response.encode(version=version)
     flexible_header = flexible and header.api_key != ApiVersionsResponse.API_KEY
-    return response_frame(header.correlation_id, bytes(body), flexible_header)
+    out = response_frame(header.correlation_id, bytes(body), flexible_header)
+    if header.api_key == FETCH_KEY:
+        core.count_fetch_frame(header.client_id, node_id, len(out))
+    return out

@@ -14,6 +14,7 @@ import struct
 from dataclasses import dataclass
 
 API_VERSIONS_KEY = 18
+FETCH_KEY = 1
 MAX_FRAME = 100 * 1024 * 1024
 
 

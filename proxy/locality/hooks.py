@@ -1,32 +1,35 @@
 """Rack hints on the relay: the request hooks for Fetch, JoinGroup and
-ConsumerGroupHeartbeat, and the Fetch response observer behind the locality metric.
+ConsumerGroupHeartbeat, and the Fetch response callbacks behind the locality metric.
 
 Invariants: built only when a client rack is configured (without one the relay has no
 hook for these APIs and costs nothing); in ``observe`` mode no request is read or
 changed; in ``fill`` mode a request is changed only where it names no rack, and only
 in the one field the codec replaces (:mod:`rackguard.protocol.fetch_request`,
 :mod:`~rackguard.protocol.join_group`, :mod:`~rackguard.protocol.consumer_group_heartbeat`);
-versions the codecs do not know are forwarded unread. Fetch responses are read, never
-changed: the frame that arrived is the frame forwarded. Malformed requests and
-responses raise ProtocolError (the connection closes, as for any bad input).
+versions the codecs do not know are forwarded unread. Fetch responses are never
+changed (the frame that arrived is the frame forwarded) and, for the locality metric,
+only their size is taken; a response is walked (for redirected partitions) only when it
+answers a request the proxy gave the rack and a redirect is possible at all (a broker in
+client_rack exists and the serving one is not in it). Malformed requests, and malformed
+responses that are walked, raise ProtocolError (the connection closes, as for any bad
+input).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from rackguard.protocol.apis import ApiKey
 from rackguard.protocol.consumer_group_heartbeat import MAX_VERSION as HEARTBEAT_MAX
 from rackguard.protocol.consumer_group_heartbeat import fill_heartbeat_rack
-from rackguard.protocol.fetch_request import FIRST_RACK_VERSION, fill_fetch_rack
+from rackguard.protocol.fetch_request import FIRST_RACK_VERSION, FetchRackFill
 from rackguard.protocol.fetch_response import fetch_response_traffic
 from rackguard.protocol.headers import parse_request_header
 from rackguard.protocol.join_group import MAX_VERSION as JOIN_GROUP_MAX
 from rackguard.protocol.join_group import fill_join_group_rack
 from rackguard.proxy.cluster.view import ClusterView
-from rackguard.proxy.locality.metrics import LocalityMetrics
-from rackguard.proxy.locality.rules import listener_node, locality, subscription_choice
+from rackguard.proxy.locality.metrics import ListenerTally, LocalityMetrics
+from rackguard.proxy.locality.rules import redirect_possible, subscription_choice
 from rackguard.proxy.relay.connection import Action, ClientInfo, Forward, RequestHook
 from rackguard.proxy.relay.response_queue import ResponseTransform
 
@@ -43,7 +46,8 @@ class RackHints:
         self.fill = fill
         self._view = view
         self._metrics = metrics
-        self._observers: dict[str, ResponseTransform] = {}
+        self._listeners: dict[str, _FetchListener] = {}
+        self.fetch = self._fetch_hook()
 
     def request_hooks(self) -> dict[int, RequestHook]:
         hooks: dict[int, RequestHook] = {ApiKey.FETCH: self.fetch}
@@ -53,36 +57,32 @@ class RackHints:
         return hooks
 
     # ----- Fetch
-    def fetch(
-        self, client: ClientInfo, frame: memoryview, api_key: int, api_version: int, corr: int
-    ) -> Action:
-        observer = self._observers.get(client.listener)
-        if observer is None:
-            observer = self._observers[client.listener] = self._observer(client.listener)
-        if self.fill and api_version >= FIRST_RACK_VERSION:
-            filled = fill_fetch_rack(frame, api_version, self.rack)
-            if filled is not None:
-                self._metrics.fill("Fetch")
-                return Forward(filled, True, observer)
-        return Forward(frame, True, observer)
+    def _fetch_hook(self) -> RequestHook:
+        """The Fetch hook: a closure over what it needs, so a fetch costs one dictionary
+        lookup, the fill (in ``fill`` mode) and the Forward."""
+        metrics = self._metrics
+        fill = FetchRackFill(self.rack).fill if self.fill else None
+        listeners = self._listeners
 
-    def _observer(self, listener: str) -> ResponseTransform:
-        node = listener_node(listener)
-        fetched = self._metrics.fetched
-        rack = self.rack
-        view = self._view
-        seen: list[Any] = [None, "unknown"]  # the view last looked at, and its answer
+        def fetch(client: ClientInfo, frame: memoryview, api_key: int, api_version: int,
+                  corr: int) -> Action:
+            listener = listeners.get(client.listener)
+            if listener is None:
+                listener = listeners[client.listener] = _FetchListener(
+                    metrics.tally(client.listener), self.rack, self._view())
+            if fill is not None and api_version >= FIRST_RACK_VERSION:
+                filled = fill(frame, api_version)
+                if filled is not None:
+                    metrics.fetch_filled += 1
+                    return Forward(filled, True, listener.on_filled)
+            return Forward(frame, True, listener.count)
 
-        def observe(frame: memoryview, version: int) -> memoryview:
-            record_bytes, redirects = fetch_response_traffic(frame, version)
-            current = view()
-            if current is not seen[0]:  # views are immutable: one look per new view
-                seen[0] = current
-                seen[1] = locality(rack, current.racks.get(node) if node is not None else None)
-            fetched(seen[1], record_bytes, redirects)
-            return frame
+        return fetch
 
-        return observe
+    def view_changed(self, old: ClusterView, new: ClusterView) -> None:
+        """For the view store's subscribers: where a redirect is possible may change."""
+        for listener in list(self._listeners.values()):
+            listener.view_changed(self.rack, new)
 
     # ----- consumer groups
     def join_group(
@@ -106,3 +106,35 @@ class RackHints:
                 self._metrics.fill("ConsumerGroupHeartbeat")
                 return Forward(filled)
         return Forward(frame)
+
+
+class _FetchListener:
+    """The response callbacks of one listener's fetches: ``count`` adds the response
+    frame's size to the listener's tally and reads nothing else; ``count_and_walk`` also
+    walks the response for redirected partitions. ``on_filled``, the one for answers to
+    requests the proxy gave the rack, is ``count_and_walk`` only where a redirect is
+    possible (:func:`~rackguard.proxy.locality.rules.redirect_possible`), decided anew
+    with every cluster view, never per fetch."""
+
+    __slots__ = ("count", "count_and_walk", "on_filled", "_node")
+
+    def __init__(self, tally: ListenerTally, rack: str, view: ClusterView) -> None:
+        self._node = tally.node
+
+        def count(frame: memoryview, version: int) -> memoryview:
+            tally.fetched += len(frame)
+            return frame
+
+        def count_and_walk(frame: memoryview, version: int) -> memoryview:
+            tally.redirects += fetch_response_traffic(frame, version).redirects
+            tally.fetched += len(frame)
+            return frame
+
+        self.count: ResponseTransform = count
+        self.count_and_walk: ResponseTransform = count_and_walk
+        self.on_filled: ResponseTransform = count
+        self.view_changed(rack, view)
+
+    def view_changed(self, rack: str, view: ClusterView) -> None:
+        self.on_filled = (self.count_and_walk if redirect_possible(rack, view.racks, self._node)
+                          else self.count)

@@ -22,6 +22,7 @@ bootstrap listener, or from a broker whose rack is not known, is ``unknown``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 BUILT_IN_ASSIGNORS = frozenset({"range", "roundrobin", "sticky", "cooperative-sticky"})
@@ -53,3 +54,14 @@ def locality(client_rack: str, serving_rack: str | None) -> Locality:
     if not serving_rack:
         return "unknown"
     return "same_rack" if serving_rack == client_rack else "cross_rack"
+
+
+def redirect_possible(client_rack: str, racks: Mapping[int, str | None], node: int | None
+                      ) -> bool:
+    """Whether a broker can answer a fetch that carries ``client_rack`` with a preferred
+    read replica (KIP-392's RackAwareReplicaSelector names a replica in the client's
+    rack other than the leader): only when some broker is in that rack and the serving
+    one (``node``; None: behind the bootstrap listener, not known) is not."""
+    if node is not None and racks.get(node) == client_rack:
+        return False
+    return client_rack in racks.values()

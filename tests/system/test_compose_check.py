@@ -26,6 +26,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from rackguard.proxy.app import Rackguard
+from rackguard.proxy.cluster.view import ClusterView
 from rackguard.proxy.locality.metrics import LocalityMetrics
 from rackguard.proxy.settings import load_settings
 
@@ -176,7 +177,7 @@ def test_prometheus_scrapes_rackguard(services: dict[str, dict[str, Any]]) -> No
 def exported_names() -> set[str]:
     app = Rackguard(load_settings({"upstream": "127.0.0.1:9"}))
     locality = CollectorRegistry()  # what a proxy with client_rack adds (at start)
-    LocalityMetrics(locality, "rack-a", "fill")
+    LocalityMetrics(locality, "rack-a", "fill", ClusterView)
     text = app.metrics_text().decode() + generate_latest(locality).decode()
     names = set()
     for name, kind in re.findall(r"# TYPE (\S+) (\S+)", text):

@@ -2,8 +2,10 @@
 
 Invariants under test: the hooks change only requests naming no rack (and never in
 observe mode), forward every other frame as the very object they got, skip versions
-the codecs do not know; the Fetch observer forwards the response it read and counts
-its record bytes under the serving broker's locality; the rack source takes the first
+the codecs do not know; the Fetch response callback forwards the response it got and
+counts its frame size under the serving broker's locality (decided when the counts
+are folded, and never taken back), walking it for redirects only where the proxy gave
+the request its rack and a redirect is possible; the rack source takes the first
 non-empty line and refuses to guess on any failure.
 """
 
@@ -19,10 +21,16 @@ from kafka.protocol.consumer import FetchRequest, FetchResponse, JoinGroupReques
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as Sub
 from prometheus_client import CollectorRegistry, generate_latest
 from rackguard.protocol.fetch_request import read_fetch_rack
+from rackguard.protocol.primitives import ProtocolError
 from rackguard.proxy.cluster.view import ClusterView
 from rackguard.proxy.locality.hooks import RackHints
 from rackguard.proxy.locality.metrics import LocalityMetrics
-from rackguard.proxy.locality.rules import listener_node, locality, subscription_choice
+from rackguard.proxy.locality.rules import (
+    listener_node,
+    locality,
+    redirect_possible,
+    subscription_choice,
+)
 from rackguard.proxy.locality.source import RackSourceError, resolve_client_rack
 from rackguard.proxy.relay.connection import ClientInfo, Forward
 from rackguard.proxy.settings import Settings, load_settings
@@ -31,10 +39,13 @@ RACK = "zone-b"
 VIEW = ClusterView(racks=MappingProxyType({1: "zone-a", 2: "zone-b", 3: None}))
 
 
-def hints(fill: bool = True) -> tuple[RackHints, LocalityMetrics, CollectorRegistry]:
+def hints(fill: bool = True, views: list[ClusterView] | None = None
+          ) -> tuple[RackHints, LocalityMetrics, CollectorRegistry]:
+    """Hints over ``views[-1]`` (the test appends a new view to change it)."""
+    seen = views if views is not None else [VIEW]
     registry = CollectorRegistry()
-    metrics = LocalityMetrics(registry, RACK, "fill" if fill else "observe")
-    return RackHints(RACK, fill, lambda: VIEW, metrics), metrics, registry
+    metrics = LocalityMetrics(registry, RACK, "fill" if fill else "observe", lambda: seen[-1])
+    return RackHints(RACK, fill, lambda: seen[-1], metrics), metrics, registry
 
 
 def fetch(version: int, rack: str) -> memoryview:
@@ -60,6 +71,11 @@ def test_rules() -> None:
     assert listener_node("node-x") is None
     assert locality("a", "a") == "same_rack" and locality("a", "b") == "cross_rack"
     assert locality("a", None) == "unknown" and locality("a", "") == "unknown"
+    racks = {1: "a", 2: "b", 3: None}
+    assert redirect_possible("b", racks, 1) and redirect_possible("b", racks, 3)
+    assert redirect_possible("b", racks, None)  # behind the bootstrap: not known
+    assert not redirect_possible("b", racks, 2)  # served in the rack already
+    assert not redirect_possible("c", racks, 1)  # no broker in the rack to send it to
 
 
 @pytest.mark.parametrize("version", [11, 12, 15])
@@ -72,7 +88,7 @@ def test_fetch_fill_and_leave(version: int) -> None:
     assert call(h.fetch, own, 1, version).frame is own
     observe, _, _ = hints(fill=False)
     assert call(observe.fetch, empty, 1, version).frame is empty
-    assert metrics.filled == {"Fetch": 1}
+    assert metrics.filled_counts() == {"Fetch": 1}
 
 
 def test_old_fetch_is_not_read_but_observed() -> None:
@@ -96,20 +112,77 @@ def fetch_response(version: int, records: bytes, preferred: int = -1) -> memoryv
 
 def test_fetch_bytes_by_serving_rack() -> None:
     h, metrics, registry = hints(fill=False)
-    for listener, size in (("node-2", 100), ("node-1", 30), ("node-3", 7), ("bootstrap", 5),
-                           ("node-9", 1)):
+    expected = {"same_rack": 0, "cross_rack": 0, "unknown": 0}
+    for listener, size, where in (("node-2", 100, "same_rack"), ("node-1", 30, "cross_rack"),
+                                  ("node-3", 7, "unknown"), ("bootstrap", 5, "unknown"),
+                                  ("node-9", 1, "unknown")):
         action = call(h.fetch, fetch(12, ""), 1, 12, listener)
         assert action.transform is not None
         response = fetch_response(12, b"r" * size)
         assert action.transform(response, 12) is response
+        expected[where] += len(response)  # the whole frame, size prefix included
+    # only the size is taken: the response is not read (observe mode walks nothing)
     redirect = call(h.fetch, fetch(12, ""), 1, 12, "node-1")
     assert redirect.transform is not None
-    redirect.transform(fetch_response(12, b"", preferred=2), 12)
-    assert metrics.fetch_bytes == {"same_rack": 100, "cross_rack": 30, "unknown": 13}
-    assert metrics.redirects == 1
+    junk = memoryview(b"not a Fetch response")
+    assert redirect.transform(junk, 12) is junk
+    expected["cross_rack"] += len(junk)
+    assert metrics.fetch_bytes() == expected
+    assert metrics.redirects == 0
     text = generate_latest(registry).decode()
-    assert 'rackguard_fetch_bytes_total{locality="cross_rack"} 30.0' in text
+    assert f'rackguard_fetch_bytes_total{{locality="cross_rack"}} {expected["cross_rack"]}.0' in (
+        text)
     assert 'rackguard_client_rack_info{mode="observe",rack="zone-b"} 1.0' in text
+
+
+def test_locality_is_decided_at_the_fold_and_never_taken_back() -> None:
+    views = [ClusterView(racks=MappingProxyType({1: None}))]
+    h, metrics, _ = hints(fill=False, views=views)
+    first = call(h.fetch, fetch(12, ""), 1, 12, "node-1")
+    assert first.transform is not None
+    first.transform(memoryview(b"x" * 10), 12)
+    views.append(ClusterView(racks=MappingProxyType({1: RACK})))  # the rack became known
+    first.transform(memoryview(b"x" * 5), 12)
+    assert metrics.fetch_bytes() == {"same_rack": 15, "cross_rack": 0, "unknown": 0}
+    views.append(ClusterView(racks=MappingProxyType({1: "zone-a"})))  # moved (rare)
+    first.transform(memoryview(b"x" * 3), 12)
+    assert metrics.fetch_bytes() == {"same_rack": 15, "cross_rack": 3, "unknown": 0}
+    assert metrics.fetch_bytes() == {"same_rack": 15, "cross_rack": 3, "unknown": 0}
+
+
+def test_redirects_walked_only_where_a_filled_fetch_can_be_redirected() -> None:
+    views = [VIEW]  # zone-a: 1, zone-b (the proxy's): 2, no rack: 3
+    h, metrics, _ = hints(views=views)
+    junk = memoryview(b"not a Fetch response")
+    redirected = fetch_response(12, b"", preferred=2)
+    # to node 1 (zone-a), filled, a broker in zone-b exists: walked
+    action = call(h.fetch, fetch(12, ""), 1, 12, "node-1")
+    assert action.transform is not None
+    assert action.transform(redirected, 12) is redirected
+    assert metrics.redirects == 1
+    with pytest.raises(ProtocolError):
+        action.transform(junk, 12)  # walked: a malformed response closes the connection
+    # served in the rack, or a client's own rack (not filled): only counted
+    for listener, rack in (("node-2", ""), ("node-1", "mine")):
+        action = call(h.fetch, fetch(12, rack), 1, 12, listener)
+        assert action.transform is not None
+        assert action.transform(junk, 12) is junk
+        action.transform(redirected, 12)
+    # no broker in zone-b any more: nothing can redirect, nothing is walked
+    views.append(ClusterView(racks=MappingProxyType({1: "zone-a", 3: None})))
+    h.view_changed(VIEW, views[-1])  # what the view store tells its subscribers
+    action = call(h.fetch, fetch(12, ""), 1, 12, "node-1")
+    assert action.transform is not None
+    assert action.transform(junk, 12) is junk
+    assert metrics.redirects == 1
+    # and a broker in zone-b again: walked again
+    views.append(VIEW)
+    h.view_changed(views[-2], VIEW)
+    action = call(h.fetch, fetch(12, ""), 1, 12, "node-1")
+    assert action.transform is not None
+    action.transform(redirected, 12)
+    assert metrics.redirects == 2
+    assert metrics.filled_counts() == {"Fetch": 4}
 
 
 def join(version: int, meta: bytes, protocol_type: str = "consumer") -> memoryview:
@@ -136,7 +209,7 @@ def test_join_group_hook() -> None:
     future = memoryview(b"a JoinGroup v10 is forwarded unread")
     assert call(hooks[11], future, 11, 10).frame is future
     assert call(hooks[68], future, 68, 2).frame is future
-    assert metrics.filled == {"JoinGroup": 1}
+    assert metrics.filled_counts() == {"JoinGroup": 1}
     observe, _, _ = hints(fill=False)
     assert set(observe.request_hooks()) == {1}
 
@@ -191,6 +264,18 @@ async def test_app_installs_hooks_only_with_a_rack() -> None:
     assert app.rack_hints is not None and app.rack_hints.fill
     assert {1, 11, 68} <= set(app.server._hooks.request_hooks)
     assert b'rackguard_client_rack_info{mode="fill",rack="zone-b"} 1.0' in app.metrics_text()
+    # the hints follow the cluster view: with a broker in zone-b, a filled fetch to one
+    # in another rack is walked for redirects (a non-Fetch answer is refused)
+    hook = app.server._hooks.request_hooks[1]
+    before = hook(ClientInfo("p", "node-1"), fetch(12, ""), 1, 12, 1)
+    assert isinstance(before, Forward) and before.transform is not None
+    junk = memoryview(b"not a Fetch response")
+    assert before.transform(junk, 12) is junk  # no broker known: only counted
+    app.store.install(ClusterView(racks=MappingProxyType({1: "zone-a", 2: "zone-b"})))
+    after = hook(ClientInfo("p", "node-1"), fetch(12, ""), 1, 12, 2)
+    assert isinstance(after, Forward) and after.transform is not None
+    with pytest.raises(ProtocolError):
+        after.transform(junk, 12)
 
     def broken(settings: Settings) -> str | None:
         raise RackSourceError("client_rack_command 'x': exit status 1")

@@ -179,8 +179,8 @@ def test_malformed_responses_raise(version: int) -> None:
 @pytest.mark.parametrize("version", [12, 13, 14, 15])
 def test_the_quick_path_agrees_with_the_walk_or_steps_aside(version: int) -> None:
     """Where the one-pass reader answers, it is the general walk's answer; on anything
-    unusual it answers None and the walk decides (so fuzzing compares both)."""
-    from rackguard.protocol.fetch_request import _quick_rack_span
+    unusual it answers -1 and the walk decides (so fuzzing compares both)."""
+    from rackguard.protocol.fetch_request import _usual_rack_start
 
     frames = [encoded(request(version, rack, partitions, cluster, forgotten, names))
               for rack in ("", "r", "x" * 200) for partitions in (0, 1, 3, 70)
@@ -194,9 +194,12 @@ def test_the_quick_path_agrees_with_the_walk_or_steps_aside(version: int) -> Non
             frames.append(bytes(junk))
     answered = 0
     for data in frames:
-        quick = _quick_rack_span(data, version)
-        if quick is None:
+        start = _usual_rack_start(data, version)
+        if start < 0:
             continue
         answered += 1
-        assert quick == rack_span(data, version, request_body_offset(data, version))
+        end = start + data[start]
+        assert (start, start + 1, end) == rack_span(data, version,
+                                                    request_body_offset(data, version))
+        assert end + 1 == len(data)
     assert answered >= 8  # the unfuzzed frames of the usual shape, at least
