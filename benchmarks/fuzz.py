@@ -4,11 +4,15 @@
     .venv/bin/python -m benchmarks.fuzz --inputs 20000      # a smoke run (CI)
 
 The valid frames (the seeds) are the simulator's answers to kafka-python's requests, for
-every version both support, and kafka-python's own Produce requests: so each decoder
-starts from Kafka's own message schemas. Each input is a seed mutated a few times (bytes
-flipped or set to edge values, an int16/int32 overwritten with a boundary value, cut,
-extended, a slice repeated, spliced with another seed) and, half of the time, given a
-size prefix that matches its new length, so decoders get past the first check.
+every version both support, and kafka-python's own requests (and responses, where the
+simulator does not answer a version): so each decoder starts from Kafka's own message
+schemas. The config, topic-creation and rack-locality decoders' targets are in
+benchmarks/fuzz_admin.py and benchmarks/fuzz_locality.py.
+
+Each input is a seed mutated a few times (bytes flipped or set to edge values, an
+int16/int32 overwritten with a boundary value, cut, extended, a slice repeated, spliced
+with another seed) and, half of the time, given a size prefix that matches its new
+length, so decoders get past the first check.
 
 Checked for every input: the decoder returns or raises ProtocolError, nothing else;
 on every ``--alloc-every``-th input, the peak memory the call allocated (tracemalloc)
@@ -61,6 +65,9 @@ from rackguard.protocol.sasl import (  # noqa: E402
     read_handshake_response,
 )
 
+from benchmarks.fuzz_admin import admin_targets  # noqa: E402
+from benchmarks.fuzz_locality import locality_targets  # noqa: E402
+
 ALLOC_FACTOR = 64
 ALLOC_SLACK = 64 * 1024
 EDGE_BYTES = (0x00, 0x01, 0x7F, 0x80, 0xFE, 0xFF)
@@ -100,22 +107,11 @@ def _walk(data: bytes) -> object:
     return walk_produce_request(data, parse_request_header(data))
 
 
-def _seed_frames() -> dict[str, list[tuple[int, bytes]]]:
-    """(version, frame) per kind, from the simulator answering kafka-python's requests."""
-    from kafka.protocol.admin import DescribeClusterRequest, DescribeConfigsRequest
-    from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
-    from kafka.protocol.metadata import MetadataRequest as KPMetadata
-    from kafka.protocol.sasl import (
-        SaslAuthenticateResponse,
-        SaslHandshakeRequest,
-        SaslHandshakeResponse,
-    )
-    from rackguard.protocol.headers import response_frame
+def _simulator() -> Callable[[Any, int], bytes]:
+    """``ask(request, version)``: the simulator's answer to a kafka-python request."""
     from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
     from rackguard.simulator.core import SimCore
     from rackguard.simulator.dispatch import dispatch
-
-    from benchmarks.produce_frames import kp_request, kp_response, make_batch, tid
 
     core = SimCore(SimulatorConfig(brokers=racked_brokers(3, ["a", "b", "c"]),
                                    topics=[TopicSpec("orders", 3, 3)]))
@@ -128,6 +124,23 @@ def _seed_frames() -> dict[str, list[tuple[int, bytes]]]:
         answer = asyncio.run(dispatch(core, 1, frame[4:]))  # the simulator takes no prefix
         assert answer is not None
         return answer
+
+    return ask
+
+
+def _seed_frames(ask: Callable[[Any, int], bytes]) -> dict[str, list[tuple[int, bytes]]]:
+    """(version, frame) per kind, from the simulator answering kafka-python's requests."""
+    from kafka.protocol.admin import DescribeClusterRequest, DescribeConfigsRequest
+    from kafka.protocol.metadata import ApiVersionsRequest, FindCoordinatorRequest
+    from kafka.protocol.metadata import MetadataRequest as KPMetadata
+    from kafka.protocol.sasl import (
+        SaslAuthenticateResponse,
+        SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    )
+    from rackguard.protocol.headers import response_frame
+
+    from benchmarks.produce_frames import kp_request, kp_response, make_batch, tid
 
     seeds: dict[str, list[tuple[int, bytes]]] = {}
     seeds["metadata"] = [(v, ask(KPMetadata(version=v, topics=[] if v == 0 else None,
@@ -177,7 +190,8 @@ def _seed_frames() -> dict[str, list[tuple[int, bytes]]]:
 
 
 def targets() -> list[Target]:
-    seeds = _seed_frames()
+    ask = _simulator()
+    seeds = _seed_frames(ask)
     known = set(API_NAMES)
     out: list[Target] = []
 
@@ -210,6 +224,8 @@ def targets() -> list[Target]:
                       [f for _, f in seeds["sasl_handshake_request"]]))
     add("sasl handshake response", "sasl_handshake_response", read_handshake_response)
     add("sasl authenticate response", "sasl_authenticate_response", read_authenticate_outcome)
+    later = admin_targets(ask) + locality_targets()  # the decoders of issues 16, 18 and 19
+    out.extend(Target(name, run, frames) for name, run, frames in later)
     return out
 
 
@@ -291,10 +307,10 @@ def main(argv: list[str] | None = None) -> int:
     began = time.perf_counter()
     done = fuzz(targets(), args.inputs, args.seed, args.alloc_every)
     total = sum(t.inputs for t in done)
-    print(f"{'decoder':<34} {'inputs':>10} {'rejected':>9} {'peak alloc':>11} {'/s':>9}")
+    print(f"{'decoder':<41} {'inputs':>10} {'rejected':>9} {'peak alloc':>11} {'/s':>9}")
     for t in done:
         rate = t.inputs / t.seconds if t.seconds else 0.0
-        print(f"{t.name:<34} {t.inputs:>10} {t.rejected / max(t.inputs, 1):>8.0%} "
+        print(f"{t.name:<41} {t.inputs:>10} {t.rejected / max(t.inputs, 1):>8.0%} "
               f"{t.worst_peak:>11} {rate:>9.0f}")
     print(f"{total} inputs over {len(done)} decoders in {time.perf_counter() - began:.0f} s "
           f"(seed {args.seed}); allocation checked on every {args.alloc_every}th input, "

@@ -10,7 +10,16 @@ DECODERS = ("framing", "request header", "produce request", "produce response v"
             "produce response endpoints v13", "metadata v12", "metadata rewrite v12",
             "find coordinator v", "describe cluster v", "api versions v", "api versions cap v",
             "describe configs v", "sasl handshake request", "sasl handshake response v",
-            "sasl authenticate response v")
+            "sasl authenticate response v",
+            # the config APIs (issue 16), topic creation (18), rack locality (19)
+            "describe configs request v", "describe configs response v",
+            "alter configs request v", "alter configs response v",
+            "incremental alter configs request v", "incremental alter configs response v",
+            "create topics request v", "create topics response v",
+            "create partitions request v", "create partitions response v",
+            "fetch rack fill v", "fetch rack read v", "fetch response v", "join group v",
+            "consumer subscription parse", "consumer subscription rack",
+            "consumer group heartbeat v")
 
 
 def test_a_short_fuzz_run_finds_nothing() -> None:
