@@ -25,8 +25,9 @@ errors for topics the broker never saw.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Protocol, TypeVar
 
 from rackguard.protocol.create_partitions import (
     CreatePartitionsResponse,
@@ -58,6 +59,21 @@ log = logging.getLogger("rackguard.placement")
 CREATE_TOPICS = 19
 CREATE_PARTITIONS = 37
 API_LABEL = {CREATE_TOPICS: "CreateTopics", CREATE_PARTITIONS: "CreatePartitions"}
+
+
+class Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+R = TypeVar("R", bound=Named)
+
+
+def in_request_order(order: list[str], answered: Iterable[R], refused: Mapping[str, R]
+                     ) -> tuple[R, ...]:
+    """The broker's per-topic results and the proxy's refusals, in the request's order."""
+    results = {r.name: r for r in answered}
+    return tuple(results.get(n) or refused[n] for n in order if n in results or n in refused)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +147,7 @@ class CreationGuard:
 
         def merge(answer: memoryview, answer_version: int) -> object:
             response = parse_create_topics_response(answer, answer_version)
-            results = {r.name: r for r in response.topics}
-            merged = tuple(results.get(n) or synthetic[n] for n in order
-                           if n in results or n in synthetic)
+            merged = in_request_order(order, response.topics, synthetic)
             return encode_create_topics_response(answer_version, corr,
                                                  replace(response, topics=merged))
 
@@ -171,9 +185,7 @@ class CreationGuard:
 
         def merge(answer: memoryview, answer_version: int) -> object:
             response = parse_create_partitions_response(answer, answer_version)
-            results = {r.name: r for r in response.results}
-            merged = tuple(results.get(n) or synthetic[n] for n in order
-                           if n in results or n in synthetic)
+            merged = in_request_order(order, response.results, synthetic)
             return encode_create_partitions_response(answer_version, corr,
                                                      replace(response, results=merged))
 
