@@ -13,7 +13,6 @@ Needs the local Maven cluster (the jars carry kafka-configs); skips on other rig
 from __future__ import annotations
 
 import struct
-import subprocess
 import time
 import urllib.request
 import uuid
@@ -30,43 +29,27 @@ from tests.integration.harness.ports import free_port
 from tests.integration.harness.procs import RackguardProxy
 from tests.integration.harness.wire import RawKafkaConnection
 from tests.integration.kip_support import NOT_ENOUGH_REPLICAS, RACKS_PREFIX, raw_produce_to
-from tests.system import kafka_dist
 from tests.system.cluster import BROKER_RACKS
 
 from .rig import PROXY_ARGS, SystemRig
-from .test_kafka_tools import TOPIC_COMMAND, config_command
+from .test_kafka_tools import TOPIC_COMMAND, config_command, run_tool, tool
 from .test_kip_real_kafka import wait_until
 
 pytestmark = pytest.mark.system
 R = "min.insync.racks"
 
 
-def tool(rig: SystemRig, bootstrap: str, main: str, *args: str) -> str:
-    assert rig.cluster is not None
-    done = subprocess.run(
-        ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp",
-         kafka_dist.classpath(rig.cluster.kafka_version), main,
-         "--bootstrap-server", bootstrap, *args],
-        capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, f"{main} {args}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
-    return done.stdout
-
-
 def configs(rig: SystemRig, *args: str, bootstrap: str | None = None,
             entity: str = "topics") -> str:
     assert rig.cluster is not None
-    return tool(rig, bootstrap or rig.bootstrap, config_command(rig.cluster.kafka_version),
-                "--entity-type", entity, *args)
+    return tool(rig, config_command(rig.cluster.kafka_version), "--entity-type", entity, *args,
+                bootstrap=bootstrap)
 
 
 def refused(rig: SystemRig, *args: str) -> str:
     """kafka-configs' output for a change that must fail."""
     assert rig.cluster is not None
-    done = subprocess.run(
-        ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp",
-         kafka_dist.classpath(rig.cluster.kafka_version),
-         config_command(rig.cluster.kafka_version), "--bootstrap-server", rig.bootstrap,
-         *args], capture_output=True, text=True, timeout=120)
+    done = run_tool(rig, config_command(rig.cluster.kafka_version), *args)
     assert done.returncode != 0, done.stdout
     return done.stdout + done.stderr
 
@@ -78,10 +61,10 @@ def zonal(rig: SystemRig) -> Iterator[str]:
         pytest.skip("kafka-configs comes with the locally resolved release")
     name = f"rg-zonal-{uuid.uuid4().hex[:8]}"
     assert [BROKER_RACKS[n] for n in (1, 3, 4, 6)] == ["rack-a", "rack-c", "rack-a", "rack-c"]
-    tool(rig, rig.bootstrap, TOPIC_COMMAND, "--create", "--topic", name,
+    tool(rig, TOPIC_COMMAND, "--create", "--topic", name,
          "--replica-assignment", "1:3:4:6", "--config", "min.insync.replicas=2")
     yield name
-    tool(rig, rig.bootstrap, TOPIC_COMMAND, "--delete", "--topic", name)
+    tool(rig, TOPIC_COMMAND, "--delete", "--topic", name)
 
 
 def produce(bootstrap: str, name: str, value: bytes) -> tuple[int, str]:
@@ -226,13 +209,8 @@ def test_create_topics_with_the_config(rig: SystemRig, java_client: JavaClient) 
         shown = configs(rig, "--describe", "--entity-name", name)
         assert f"{R}=1" in shown, shown
     finally:
-        tool(rig, rig.bootstrap, TOPIC_COMMAND, "--delete", "--topic", name)
-    assert rig.cluster is not None
-    done = subprocess.run(
-        ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp",
-         kafka_dist.classpath(rig.cluster.kafka_version), TOPIC_COMMAND,
-         "--bootstrap-server", rig.bootstrap, "--create", "--topic", name + "-cli",
-         "--replication-factor", "3", "--partitions", "1", "--config", f"{R}=2"],
-        capture_output=True, text=True, timeout=120)
+        tool(rig, TOPIC_COMMAND, "--delete", "--topic", name)
+    done = run_tool(rig, TOPIC_COMMAND, "--create", "--topic", name + "-cli",
+                    "--replication-factor", "3", "--partitions", "1", "--config", f"{R}=2")
     assert done.returncode != 0
     assert f"Unknown topic config name: {R}" in done.stdout + done.stderr

@@ -27,13 +27,21 @@ def config_command(version: str) -> str:
             else "kafka.admin.ConfigCommand")
 
 
-def tool(rig: SystemRig, main: str, *args: str) -> str:
+def run_tool(rig: SystemRig, main: str, *args: str,
+             bootstrap: str | None = None) -> subprocess.CompletedProcess[str]:
+    """One of Kafka's command-line tools (``main``, a class of the resolved release) against
+    ``bootstrap`` (default: the rig's, that is through the proxy)."""
     assert rig.cluster is not None
-    done = subprocess.run(
+    return subprocess.run(
         ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp",
          kafka_dist.classpath(rig.cluster.kafka_version), main,
-         "--bootstrap-server", rig.bootstrap, *args],
+         "--bootstrap-server", bootstrap or rig.bootstrap, *args],
         capture_output=True, text=True, timeout=120)
+
+
+def tool(rig: SystemRig, main: str, *args: str, bootstrap: str | None = None) -> str:
+    """A tool's output; it must succeed."""
+    done = run_tool(rig, main, *args, bootstrap=bootstrap)
     assert done.returncode == 0, f"{main} {args}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
     return done.stdout
 

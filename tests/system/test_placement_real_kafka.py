@@ -26,9 +26,8 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from tests.system import kafka_dist
-
 from .rig import SystemRig
+from .test_kafka_tools import tool
 
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 SKEWED = {0: [1, 4], 1: [2, 5], 2: [3, 6], 3: [1, 2]}  # Kafka wants one RF
@@ -40,14 +39,7 @@ def placement(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def reassign(rig: SystemRig, *args: str) -> str:
-    assert rig.cluster is not None
-    done = subprocess.run(
-        ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp",
-         kafka_dist.classpath(rig.cluster.kafka_version), REASSIGN,
-         "--bootstrap-server", rig.bootstrap, *args],
-        capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, f"{args}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
-    return done.stdout
+    return tool(rig, REASSIGN, *args)
 
 
 @pytest.fixture(scope="module")
