@@ -57,6 +57,16 @@ def test_config_propagation_quick_run_prints_its_figures() -> None:
     assert "in force on the other: p50" in result.stdout, result.stdout
 
 
+def test_metrics_scrape_small_run_prints_its_figures() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.metrics_scrape", "--topics", "2", "--per-topic",
+         "100", "--repeat", "1"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("scrape, 200 partitions") == 4, result.stdout
+    assert "rack-c down, all" in result.stdout, result.stdout
+
+
 def test_fetch_locality_quick_run_prints_its_figures() -> None:
     result = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "fetch_locality.py"), "--rounds", "1",
