@@ -8,7 +8,7 @@ from pathlib import Path
 from rackguard.proxy.cli import SERVE_FLAGS, build_parser, settings_from_args
 from rackguard.proxy.settings import Settings, load_settings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 README = (ROOT / "docs" / "settings.md").read_text()
 EXAMPLE = ROOT / "config" / "rackguard.example.toml"
 

@@ -1,0 +1,20 @@
+"""rackguard's settings: one pydantic-settings model, four sources.
+
+The model (:mod:`.model`) joins one group of fields per concern: the relay
+(:mod:`.relay`), the rule (:mod:`.rule`), rack locality (:mod:`.locality`), operations
+(:mod:`.ops`) and security (:mod:`.security`); :mod:`.values` holds the parsers their
+validators share. Precedence: CLI flags over ``RACKGUARD_*`` environment variables over
+the TOML file named by ``--config`` over the defaults.
+"""
+
+from rackguard.proxy.settings.model import Settings, load_settings
+from rackguard.proxy.settings.values import (
+    ENV_PREFIX,
+    KAFKA_MAX_ASSIGNED_ERROR_CODE,
+    MAX_PORT,
+    SettingsError,
+    parse_host_port,
+)
+
+__all__ = ["ENV_PREFIX", "KAFKA_MAX_ASSIGNED_ERROR_CODE", "MAX_PORT", "Settings",
+           "SettingsError", "load_settings", "parse_host_port"]

@@ -1,0 +1,67 @@
+"""Operations' settings: the metrics endpoint, the decision ledger, logging."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator
+from rackguard.proxy.settings.values import MAX_PORT
+
+
+class OpsFields(BaseModel):
+    """Metrics, the decision ledger and logs."""
+
+    metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_PORT,
+        description="Port of the Prometheus /metrics endpoint on listen_host (unset: off)",
+    )
+    metrics_partition_series: Literal["all", "at_or_under", "none"] = Field(
+        default="at_or_under",
+        description="Per-partition rack series on /metrics: all partitions, only those at "
+        "or under their min.insync.racks, or none",
+    )
+    ledger_dir: Path | None = Field(
+        default=None,
+        description="Directory of the decision ledger and cluster snapshots (unset: no "
+        "ledger)",
+    )
+    ledger_rotate_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=4096,
+        description="A ledger file is closed and a new one started at this size, in bytes",
+    )
+    ledger_rotate_seconds: int = Field(
+        default=3600,
+        ge=1,
+        description="A ledger file is closed and a new one started at this age, in seconds",
+    )
+    ledger_queue_size: int = Field(
+        default=100_000,
+        ge=1,
+        description="Ledger rows waiting for the writer thread beyond which rows are dropped "
+        "(and counted)",
+    )
+    ledger_snapshot_interval_ms: int = Field(
+        default=30_000,
+        ge=100,
+        description="Interval of the cluster snapshots written to ledger_dir",
+    )
+    instance_id: str | None = Field(
+        default=None,
+        description="Name of this proxy in ledger rows and file names (default: "
+        "HOSTNAME-BOOTSTRAP_PORT)",
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", description="Log level"
+    )
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="Log line format: human-readable text or JSON"
+    )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
