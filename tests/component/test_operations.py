@@ -16,14 +16,12 @@ import urllib.request
 from collections.abc import AsyncIterator
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from rackguard.proxy.app import Rackguard
 from rackguard.simulator.faults import Fault
 
 from tests.component.conftest import free_port_block
 from tests.component.test_enforcement_app import Rig, SteppedClock, answers, produce
-
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+from tests.prometheus_text import Samples, parse_samples, sample, total
 
 
 @pytest.fixture
@@ -47,16 +45,7 @@ async def get(app: Rackguard, path: str) -> tuple[int, str]:
 async def scrape(app: Rackguard) -> Samples:
     status, text = await get(app, "/metrics")
     assert status == 200
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
-
-
-def value(samples: Samples, name: str, **labels: str) -> float | None:
-    return samples.get((name, tuple(sorted(labels.items()))))
-
-
-def per_broker(samples: Samples, name: str) -> float:
-    return sum(v for (n, _), v in samples.items() if n == name)
+    return parse_samples(text)
 
 
 REJECTED = {"topic": "orders", "decision": "rejected", "reason": "NOT_ENOUGH_RACKS"}
@@ -74,11 +63,11 @@ async def test_outage_shows_in_metrics_and_staleness_in_readyz(rig: Rig) -> None
     status, reason = await get(app, "/readyz")
     assert status == 200 and reason.startswith("ready: metadata")
     healthy = await scrape(app)
-    assert per_broker(healthy, "rackguard_under_min_rack_isr_partitions") == 0
-    assert value(healthy, "rackguard_under_min_rack_isr_partitions", broker="6") == 0
-    assert value(healthy, "rackguard_rack_checked_partitions") == 3
+    assert total(healthy, "rackguard_under_min_rack_isr_partitions") == 0
+    assert sample(healthy, "rackguard_under_min_rack_isr_partitions", broker="6") == 0
+    assert sample(healthy, "rackguard_rack_checked_partitions") == 3
     assert not any(n == "rackguard_under_min_rack_isr" for n, _ in healthy)
-    assert (value(healthy, "rackguard_produce_partitions_total", **REJECTED) or 0) == 0
+    assert (sample(healthy, "rackguard_produce_partitions_total", **REJECTED) or 0) == 0
 
     # rack-b and rack-c go: every ISR shrinks to [1, 4], both in rack-a
     await cluster.kill_rack("rack-b")
@@ -91,25 +80,25 @@ async def test_outage_shows_in_metrics_and_staleness_in_readyz(rig: Rig) -> None
 
     during = await scrape(app)
     for p in ("0", "1", "2"):
-        assert value(during, "rackguard_under_min_rack_isr", topic="orders", partition=p) == 1
-        assert value(during, "rackguard_at_min_rack_isr", topic="orders", partition=p) == 0
-        assert value(during, "rackguard_isr_rack_count", topic="orders", partition=p) == 1
+        assert sample(during, "rackguard_under_min_rack_isr", topic="orders", partition=p) == 1
+        assert sample(during, "rackguard_at_min_rack_isr", topic="orders", partition=p) == 0
+        assert sample(during, "rackguard_isr_rack_count", topic="orders", partition=p) == 1
     leaders = {str(cluster.partition("orders", p).leader) for p in range(3)}
     assert leaders <= {"1", "4"}
-    assert per_broker(during, "rackguard_under_min_rack_isr_partitions") == 3
+    assert total(during, "rackguard_under_min_rack_isr_partitions") == 3
     for leader in leaders:
-        assert (value(during, "rackguard_under_min_rack_isr_partitions", broker=leader) or 0) >= 1
-    assert value(during, "rackguard_produce_partitions_total", **REJECTED) == 1
+        assert (sample(during, "rackguard_under_min_rack_isr_partitions", broker=leader) or 0) >= 1
+    assert sample(during, "rackguard_produce_partitions_total", **REJECTED) == 1
     assert (await get(app, "/readyz"))[0] == 200  # the poller still reaches broker 1
 
     # one rack back: ISRs span two racks, exactly the minimum
     await cluster.restore_rack("rack-b")
     assert await app.poller.refresh_now()
     back = await scrape(app)
-    assert per_broker(back, "rackguard_under_min_rack_isr_partitions") == 0
-    assert per_broker(back, "rackguard_at_min_rack_isr_partitions") == 3
-    assert value(back, "rackguard_at_min_rack_isr", topic="orders", partition="0") == 1
-    assert value(back, "rackguard_under_min_rack_isr", topic="orders", partition="0") == 0
+    assert total(back, "rackguard_under_min_rack_isr_partitions") == 0
+    assert total(back, "rackguard_at_min_rack_isr_partitions") == 3
+    assert sample(back, "rackguard_at_min_rack_isr", topic="orders", partition="0") == 1
+    assert sample(back, "rackguard_under_min_rack_isr", topic="orders", partition="0") == 0
     client.send(produce("orders", [0], 2))
     assert answers(await client.recv())[0] == (0, None)
 
@@ -118,8 +107,8 @@ async def test_outage_shows_in_metrics_and_staleness_in_readyz(rig: Rig) -> None
     assert await app.poller.refresh_now() is True
     assert (await get(app, "/readyz"))[0] == 200
     after = await scrape(app)
-    assert value(after, "rackguard_upstream_broker_up", broker="1", rack="rack-a") == 0
-    assert value(after, "rackguard_upstream_broker_up", broker="2", rack="rack-b") == 1
+    assert sample(after, "rackguard_upstream_broker_up", broker="1", rack="rack-a") == 0
+    assert sample(after, "rackguard_upstream_broker_up", broker="2", rack="rack-b") == 1
 
     # the proxy is cut off from every broker: the view goes stale, readiness goes with it
     for node in (2, 4, 5):
@@ -131,7 +120,7 @@ async def test_outage_shows_in_metrics_and_staleness_in_readyz(rig: Rig) -> None
     assert reason.startswith("upstream unreachable: last metadata poll failed")
     assert reason.count("\n") == 1
     stale = await scrape(app)
-    age = value(stale, "rackguard_metadata_age_seconds")
+    age = sample(stale, "rackguard_metadata_age_seconds")
     assert age is not None and age > 0.4
     assert await get(app, "/healthz") == (200, "alive\n")  # alive, just not ready
 
@@ -148,8 +137,8 @@ async def test_not_ready_before_any_metadata_and_unknown_paths(rig: Rig) -> None
     status, _ = await get(app, "/nope")
     assert status == 404
     samples = await scrape(app)
-    assert value(samples, "rackguard_metadata_age_seconds") == float("inf")
-    assert value(samples, "rackguard_rack_checked_partitions") == 0
+    assert sample(samples, "rackguard_metadata_age_seconds") == float("inf")
+    assert sample(samples, "rackguard_rack_checked_partitions") == 0
 
 
 async def test_partition_series_all_exports_healthy_partitions(rig: Rig) -> None:
@@ -158,5 +147,5 @@ async def test_partition_series_all_exports_healthy_partitions(rig: Rig) -> None
     await app.start()
     samples = await scrape(app)
     for p in ("0", "1", "2"):
-        assert value(samples, "rackguard_isr_rack_count", topic="orders", partition=p) == 3
-        assert value(samples, "rackguard_under_min_rack_isr", topic="orders", partition=p) == 0
+        assert sample(samples, "rackguard_isr_rack_count", topic="orders", partition=p) == 3
+        assert sample(samples, "rackguard_under_min_rack_isr", topic="orders", partition=p) == 0

@@ -16,15 +16,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
-from prometheus_client.parser import text_string_to_metric_families
 from rackguard.simulator.threaded import ThreadedCluster
+
+from tests.prometheus_text import Samples, metrics_url, read_samples
 
 from . import kip_support as ks
 from .harness.java import JavaClient
@@ -135,10 +135,8 @@ def _placement(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
-def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        return {(s.name, tuple(sorted(s.labels.items()))): s.value
-                for f in text_string_to_metric_families(r.read().decode()) for s in f.samples}
+def _scrape(port: int) -> Samples:
+    return read_samples(metrics_url(port))
 
 
 def test_audit_plan_execute_audit_again(rig: tuple[ThreadedCluster, ks.KipProxy, int],

@@ -13,17 +13,16 @@ from __future__ import annotations
 import random
 import socket
 import struct
-import urllib.request
 import uuid
 from collections.abc import Iterator
 
 import pytest
 from kafka.protocol.consumer import FetchRequest, JoinGroupRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as Sub
-from prometheus_client.parser import text_string_to_metric_families
 from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
 from rackguard.simulator.threaded import ThreadedCluster
 
+from tests.prometheus_text import metrics_url, read_samples, total
 from tests.simulator.helpers import RawClient, batch
 from tests.simulator.test_wire import produce
 
@@ -135,10 +134,8 @@ def bad_requests(version: int) -> list[bytes]:
 
 
 def bad_frames(metrics_port: int) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
-               if s.name == "rackguard_bad_frames_total" and s.labels["side"] == "client")
+    return total(read_samples(metrics_url(metrics_port)), "rackguard_bad_frames_total",
+                 side="client")
 
 
 @pytest.mark.parametrize("version", [6, 9])

@@ -19,15 +19,15 @@ rack-b, where it said it is.
 
 from __future__ import annotations
 
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from prometheus_client.parser import text_string_to_metric_families
 from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
 from rackguard.simulator.threaded import ThreadedCluster
+
+from tests.prometheus_text import by_label, metrics_url, read_samples
 
 from . import kip_support as ks
 from .harness import wire
@@ -99,10 +99,8 @@ def proxy_for(cluster: ThreadedCluster, tmp_path: Path, extra: tuple[str, ...]
 
 
 def fetch_bytes(metrics_port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    return {s.labels["locality"]: s.value for f in text_string_to_metric_families(text)
-            for s in f.samples if s.name == "rackguard_fetch_bytes_total"}
+    return by_label(read_samples(metrics_url(metrics_port)), "rackguard_fetch_bytes_total",
+                    "locality")
 
 
 def simulator_split(cluster: ThreadedCluster, client_ids: dict[str, str], frames: bool = False

@@ -23,15 +23,14 @@ import os
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from rackguard.simulator.faults import Fault
 from rackguard.simulator.threaded import ThreadedCluster
+
+from tests.prometheus_text import Samples, http_status, metrics_url, read_samples
 
 from . import kip_support as ks
 from .harness import wire
@@ -51,17 +50,9 @@ MODES = ("kill", "hang", "blackhole", "partition-proxy")
 RACK_NODES = {"rack-a": (1, 4), "rack-b": (2, 5), "rack-c": (3, 6)}
 
 
-def scrape(port: int) -> tuple[dict[tuple[str, tuple[tuple[str, str], ...]], float], int]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-                   for f in text_string_to_metric_families(r.read().decode())
-                   for s in f.samples}
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-            status = r.status
-    except urllib.error.HTTPError as exc:
-        status = exc.code
-    return samples, status
+def scrape(port: int) -> tuple[Samples, int]:
+    """(the metrics, the /readyz status)."""
+    return read_samples(metrics_url(port), 2), http_status(f"http://127.0.0.1:{port}/readyz")
 
 
 def leave(cluster: ThreadedCluster, nodes: tuple[int, ...]) -> None:

@@ -29,14 +29,12 @@ from __future__ import annotations
 import os
 import struct
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
-from prometheus_client.parser import text_string_to_metric_families
 from rackguard.protocol.metadata import (
     MetadataSnapshot,
     PartitionMetadata,
@@ -52,6 +50,7 @@ from tests.integration.kip_support import (
     make_producer,
     raw_produce_to,
 )
+from tests.prometheus_text import Samples, read_samples
 
 from .rig import SystemRig
 
@@ -132,13 +131,8 @@ def no_retries(client: str) -> dict[str, Any]:
                                                              "message.timeout.ms": 10000}
 
 
-def scrape(rig: SystemRig) -> dict[tuple[str, tuple[tuple[str, str], ...]], float] | None:
-    if rig.metrics_url is None:
-        return None
-    with urllib.request.urlopen(rig.metrics_url, timeout=10) as response:
-        text = response.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for f in text_string_to_metric_families(text) for s in f.samples}
+def scrape(rig: SystemRig) -> Samples | None:
+    return None if rig.metrics_url is None else read_samples(rig.metrics_url, 10)
 
 
 @pytest.fixture(scope="module")

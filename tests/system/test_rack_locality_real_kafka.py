@@ -22,20 +22,19 @@ import socket
 import struct
 import subprocess
 import time
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from prometheus_client.parser import text_string_to_metric_families
 from rackguard.protocol.primitives import encode_array_len, encode_string, read_uvarint
 
 from tests.integration.harness import wire
 from tests.integration.harness.java import JavaClient
 from tests.integration.harness.ports import free_port
 from tests.integration.harness.procs import RackguardProxy
+from tests.prometheus_text import by_label, metrics_url, read_samples
 
 from .cluster import BROKER_RACKS, RACKS
 from .rig import SystemRig
@@ -85,10 +84,8 @@ def consume_all(bootstrap: str, topic: str) -> int:
 
 
 def fetch_bytes(metrics_port: int) -> dict[str, float]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    return {s.labels["locality"]: s.value for f in text_string_to_metric_families(text)
-            for s in f.samples if s.name == "rackguard_fetch_bytes_total"}
+    return by_label(read_samples(metrics_url(metrics_port)), "rackguard_fetch_bytes_total",
+                    "locality")
 
 
 @pytest.mark.parametrize("mode", ["observe", "fill"])

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ssl
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from tests.integration.harness.ports import free_port
 from tests.integration.harness.procs import RackguardProxy
 from tests.integration.kip_support import RACKS_PREFIX, raw_produce
 from tests.integration.security_support import TlsRawConnection, sasl_login
+from tests.prometheus_text import metrics_url, read_samples, sample
 from tests.system import kafka_dist
 from tests.system.cluster import BROKER_RACKS, ClusterSecurity, KafkaCluster
 from tests.tls_certs import Pki, make_pki
@@ -47,15 +47,7 @@ class SecureRig:
     metrics_port: int
 
     def metric(self, name: str, labels: dict[str, str]) -> float:
-        from prometheus_client.parser import text_string_to_metric_families
-
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics") as r:
-            text = r.read().decode()
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                if sample.name == name and sample.labels == labels:
-                    return float(sample.value)
-        return 0.0
+        return sample(read_samples(metrics_url(self.metrics_port)), name, **labels) or 0.0
 
     def client_ssl(self) -> ssl.SSLContext:
         return ssl.create_default_context(cafile=str(self.proxy_pki.ca_file))

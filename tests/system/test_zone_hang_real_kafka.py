@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import os
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.harness.ports import free_port
 from tests.integration.harness.procs import RackguardProxy
+from tests.prometheus_text import http_status, read_samples, sample
 from tests.system.cluster import BROKER_RACKS
 
 from .rig import SystemRig, wait_ready
@@ -61,24 +59,11 @@ def zone_proxy(rig: SystemRig, tmp_path_factory: pytest.TempPathFactory
 
 def scrape(metrics_url: str) -> tuple[float | None, int]:
     """(rackguard_metadata_age_seconds, /readyz status)."""
-    age = None
     try:
-        with urllib.request.urlopen(metrics_url, timeout=2) as r:
-            for family in text_string_to_metric_families(r.read().decode()):
-                for s in family.samples:
-                    if s.name == "rackguard_metadata_age_seconds":
-                        age = s.value
+        age = sample(read_samples(metrics_url, 2), "rackguard_metadata_age_seconds")
     except OSError:
-        pass
-    ready = metrics_url.rsplit("/", 1)[0] + "/readyz"
-    try:
-        with urllib.request.urlopen(ready, timeout=2) as r:
-            status = r.status
-    except urllib.error.HTTPError as exc:
-        status = exc.code
-    except OSError:
-        status = 0
-    return age, status
+        age = None
+    return age, http_status(metrics_url.rsplit("/", 1)[0] + "/readyz")
 
 
 def test_view_stays_fresh_while_the_bootstrap_rack_hangs(

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from prometheus_client.parser import text_string_to_metric_families
 from rackguard.proxy.cluster.view import ClusterViewStore
 from rackguard.proxy.enforce.policy import RackRule
 from rackguard.proxy.placement.metrics import PlacementCollector
 
+from tests.prometheus_text import Samples, parse_samples
 from tests.unit._views import Clock, broker, part, snap, topic
 
 SIX = (broker(1, "rack-a"), broker(2, "rack-b"), broker(3, "rack-c"),
        broker(4, "rack-a"), broker(5, "rack-b"), broker(6, "rack-c"))
 
 
-def samples(collector: PlacementCollector) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = collector.exposition().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+def samples(collector: PlacementCollector) -> Samples:
+    return parse_samples(collector.exposition().decode())
 
 
 def _store() -> ClusterViewStore:
