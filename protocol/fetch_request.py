@@ -202,6 +202,7 @@ class _Shape(NamedTuple):
     seen: object  # what ``read`` gave for the request walked
     start: int  # where rack_id starts
     prefix: bytes | None  # the filled request's size prefix; None: the client named a rack
+    before: _Shape | None  # the one remembered before it under the same key, if any
 
 
 # Shapes remembered per FetchRackFill (forgotten all at once when full), and the most
@@ -220,7 +221,9 @@ class FetchRackFill:
     bytes), so ``fill`` remembers, per length and version, which bytes those were and
     their values; a request with the same length and the same values there has its
     rack_id where the remembered one had it, and is filled without a walk (one C call
-    reads the bytes). Anything else is walked, as every request was before.
+    reads the bytes). Anything else is walked, as every request was before. Two shapes
+    are kept per key, so a consumer alternating between two of one length (partitions of
+    two topics taking turns) is not walked either.
     """
 
     __slots__ = ("rack", "_flexible_tail", "_classic_field", "_shapes")
@@ -237,7 +240,9 @@ class FetchRackFill:
         if FIRST_FLEXIBLE_VERSION <= version <= MAX_FETCH_VERSION:
             key = len(frame) << 4 | version
             shape = self._shapes.get(key)
-            if shape is not None and shape.read(frame) == shape.seen:
+            while shape is not None and shape.read(frame) != shape.seen:
+                shape = shape.before
+            if shape is not None:
                 start, prefix = shape.start, shape.prefix
             else:
                 start, prefix = self._walk(frame, version, key)
@@ -267,7 +272,9 @@ class FetchRackFill:
             if len(self._shapes) >= _MAX_SHAPES:
                 self._shapes.clear()
             read = itemgetter(*offsets)
-            self._shapes[key] = _Shape(read, read(frame), start, prefix)
+            latest = self._shapes.get(key)
+            before = latest._replace(before=None) if latest is not None else None
+            self._shapes[key] = _Shape(read, read(frame), start, prefix, before)
         return start, prefix
 
 

@@ -261,6 +261,35 @@ def test_remembered_shapes_fill_as_a_walk_does(version: int, monkeypatch: pytest
     assert warm_walks < len(frames) - 100  # many requests were filled without a walk
 
 
+def test_two_shapes_of_one_length_are_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two topics whose partitions take turns: requests of one length, two shapes (and a
+    third, which displaces the older one): each filled as a walk would, the two known
+    ones without a walk."""
+    from rackguard.protocol import fetch_request
+
+    def two_topics(version: int, first: int, second: int, rack: str = "") -> bytes:
+        req = request(version, rack, forgotten=False, names=("a", "b"))
+        req.topics[0].partitions = req.topics[0].partitions[:first]
+        req.topics[1].partitions = req.topics[1].partitions[:second]
+        return encoded(req)
+
+    walks: list[int] = []
+    walk = fetch_request._usual_rack_shape
+    monkeypatch.setattr(fetch_request, "_usual_rack_shape",
+                        lambda frame, version: walks.append(1) or walk(frame, version))
+    for version in (12, 15):
+        fill = FetchRackFill("r")
+        shapes = [two_topics(version, 1, 2), two_topics(version, 2, 1),
+                  two_topics(version, 3, 0)]
+        assert len({len(frame) for frame in shapes}) == 1
+        walks.clear()
+        for frame in shapes[:2] * 3 + shapes[2:] + shapes[1:] * 2:
+            assert fill.fill(memoryview(frame), version) == two_topics(
+                version, *[len(t.partitions) for t in FetchRequest.decode(
+                    frame, version=version, header=True, framed=True).topics], rack="r")
+        assert len(walks) == 3  # each shape once: then the latest two are known
+
+
 def test_remembered_shapes_are_bounded() -> None:
     fill = FetchRackFill("r")
     lengths = set()
