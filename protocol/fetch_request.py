@@ -312,14 +312,14 @@ def _usual_rack_shape(frame: Buffer, version: int) -> tuple[int, list[int]] | No
             return None
         pos += 1
         for _ in range(b - 1):
-            if not by_id:
+            if by_id:
+                pos += 16
+            else:
                 note(pos)
                 b = frame[pos]
                 if not 0 < b < 0x80:
                     return None
                 pos += b
-            else:
-                pos += 16
             note(pos)
             b = frame[pos]
             if not 0 < b < 0x80:
