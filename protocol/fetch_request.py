@@ -272,8 +272,9 @@ class FetchRackFill:
             if len(self._shapes) >= _MAX_SHAPES:
                 self._shapes.clear()
             read = itemgetter(*offsets)
-            latest = self._shapes.get(key)
-            before = latest._replace(before=None) if latest is not None else None
+            latest = self._shapes.get(key)  # kept as the one before, without its own
+            before = (None if latest is None else
+                      _Shape(latest.read, latest.seen, latest.start, latest.prefix, None))
             self._shapes[key] = _Shape(read, read(frame), start, prefix, before)
         return start, prefix
 
