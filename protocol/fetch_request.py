@@ -6,11 +6,12 @@ flexible versions, v12+, only the top-level tagged fields follow it). A broker w
 in the response (``preferred_read_replica``).
 
 Invariants: :func:`fill_fetch_rack` walks the request up to ``rack_id`` without copying
-anything and returns ``None`` (forward the original bytes) unless ``rack_id`` is the
-empty string; a filled request is the original bytes with a new size prefix and only the
-``rack_id`` field replaced: every byte before it and every tagged field after it is the
-client's own. Versions below 11 have no rack and are never read. Malformed input
-(truncation, negative lengths, trailing bytes) raises
+anything (or, for a request of a shape it has walked, checks the bytes that walk read:
+:class:`FetchRackFill`) and returns ``None`` (forward the original bytes) unless
+``rack_id`` is the empty string; a filled request is the original bytes with a new size
+prefix and only the ``rack_id`` field replaced: every byte before it and every tagged
+field after it is the client's own. Versions below 11 have no rack and are never read.
+Malformed input (truncation, negative lengths, trailing bytes) raises
 :class:`~rackguard.protocol.primitives.ProtocolError` and nothing else.
 
 Layout (Kafka's FetchRequest.json): replica_id (int32, v0-14), max_wait_ms, min_bytes,
@@ -24,7 +25,10 @@ log_start_offset (int64, v5+), partition_max_bytes } }, forgotten_topics_data[] 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from functools import lru_cache
+from operator import itemgetter
+from typing import NamedTuple
 
 from rackguard.protocol.headers import parse_request_header
 from rackguard.protocol.primitives import (
@@ -191,27 +195,61 @@ def request_body_offset(frame: Buffer, version: int) -> int:
     return pos
 
 
+class _Shape(NamedTuple):
+    """A request of the usual shape, as :func:`_usual_rack_shape` found it."""
+
+    read: Callable[[Buffer], object]  # the bytes the walk read, from any frame
+    seen: object  # what ``read`` gave for the request walked
+    start: int  # where rack_id starts
+    prefix: bytes | None  # the filled request's size prefix; None: the client named a rack
+    before: _Shape | None  # the one remembered before it under the same key, if any
+
+
+# Shapes remembered per FetchRackFill (forgotten all at once when full), and the most
+# bytes one may check (about 1.2 µs; a walk of a request with more costs about as much).
+_MAX_SHAPES = 256
+_MAX_SHAPE_READS = 100
+
+
 class FetchRackFill:
     """:func:`fill_fetch_rack` for one rack, its encodings made once: the proxy calls its
-    ``fill`` per Fetch request (no per-request objects but the filled frame)."""
+    ``fill`` per Fetch request (no per-request objects but the filled frame).
 
-    __slots__ = ("rack", "_flexible_tail", "_classic_field")
+    A consumer sends one shape of request over and over: the same topics and partitions,
+    only offsets and epochs (fixed-size fields) changing. The one-pass reader's answer
+    depends only on the frame's length and the bytes it reads (lengths, counts, tag
+    bytes), so ``fill`` remembers, per length and version, which bytes those were and
+    their values; a request with the same length and the same values there has its
+    rack_id where the remembered one had it, and is filled without a walk (one C call
+    reads the bytes). Anything else is walked, as every request was before. Two shapes
+    are kept per key, so a consumer alternating between two of one length (partitions of
+    two topics taking turns) is not walked either.
+    """
+
+    __slots__ = ("rack", "_flexible_tail", "_classic_field", "_shapes")
 
     def __init__(self, rack: str) -> None:
         self.rack = rack
         self._flexible_tail = encode_string(rack, True) + b"\x00"  # + empty tagged fields
         self._classic_field = encode_string(rack, False)
+        self._shapes: dict[int, _Shape] = {}
 
     def fill(self, frame: Buffer, version: int) -> bytes | None:
         """The request with the rack as its rack_id when the client sent an empty one;
         None when the client named a rack of its own (forward its bytes unchanged)."""
         if FIRST_FLEXIBLE_VERSION <= version <= MAX_FETCH_VERSION:
-            start = _usual_rack_start(frame, version)
-            if start >= 0:  # the shape consumers send: the rack and one empty tag byte last
-                if frame[start] != 1:
-                    return None  # a rack of the client's own (checked by the walk above)
-                tail = self._flexible_tail
-                return b"".join((_PACK_I32(start - 4 + len(tail)), frame[4:start], tail))
+            key = len(frame) << 4 | version
+            shape = self._shapes.get(key)
+            while shape is not None and shape.read(frame) != shape.seen:
+                shape = shape.before
+            if shape is not None:
+                start, prefix = shape.start, shape.prefix
+            else:
+                start, prefix = self._walk(frame, version, key)
+            if start >= 0:  # the shape consumers send: the rack and a tag byte last
+                if prefix is None:
+                    return None  # a rack of the client's own
+                return b"".join((prefix, frame[4:start], self._flexible_tail))
         start, payload, end = rack_span(frame, version, request_body_offset(frame, version))
         if end != payload:
             return None
@@ -219,6 +257,26 @@ class FetchRackFill:
                  else self._classic_field)
         size = len(frame) - 4 - (end - start) + len(field)
         return b"".join((pack_int32(size), frame[4:start], field, frame[end:]))
+
+    def _walk(self, frame: Buffer, version: int, key: int) -> tuple[int, bytes | None]:
+        """Where rack_id starts in a request of the usual shape (-1 for any other) and the
+        filled request's size prefix (None: the client named a rack); the shape is
+        remembered under ``key``."""
+        found = _usual_rack_shape(frame, version)
+        if found is None:
+            return -1, None
+        start, offsets = found
+        prefix = (_PACK_I32(start - 4 + len(self._flexible_tail)) if frame[start] == 1
+                  else None)
+        if len(offsets) <= _MAX_SHAPE_READS:
+            if len(self._shapes) >= _MAX_SHAPES:
+                self._shapes.clear()
+            read = itemgetter(*offsets)
+            latest = self._shapes.get(key)  # kept as the one before, without its own
+            before = (None if latest is None else
+                      _Shape(latest.read, latest.seen, latest.start, latest.prefix, None))
+            self._shapes[key] = _Shape(read, read(frame), start, prefix, before)
+        return start, prefix
 
 
 @lru_cache(maxsize=16)
@@ -232,56 +290,71 @@ def fill_fetch_rack(frame: Buffer, version: int, rack: str) -> bytes | None:
     return _filler(rack).fill(frame, version)
 
 
-def _usual_rack_start(frame: Buffer, version: int) -> int:
+def _usual_rack_shape(frame: Buffer, version: int) -> tuple[int, list[int]] | None:
     """Where ``rack_id`` starts in a v12-v15 request of the shape consumers send (every
     length one byte, no tagged fields, no forgotten topics, the rack_id then one empty
-    tagged-fields byte ending the frame), found in one pass without calls or objects;
-    -1 for anything else, which the general walk then reads (or rejects)."""
+    tagged-fields byte ending the frame), found in one pass, and the offsets of every
+    byte the pass read (its answer depends on those and on the frame's length alone);
+    None for anything else, which the general walk then reads (or rejects)."""
+    offsets = [12, 13]
+    note = offsets.append
     try:
         n = _I16(frame, 12)[0]
         pos = 14 + n if n > 0 else 14
+        note(pos)
         if frame[pos]:
-            return -1  # header tagged fields
+            return None  # header tagged fields
         pos += 22 if version >= FIRST_NO_REPLICA_ID_VERSION else 26
         fixed = _PARTITION_SIZES[version]
         by_id = version >= FIRST_TOPIC_ID_VERSION
+        note(pos)
         b = frame[pos]
         if not 0 < b < 0x80:
-            return -1
+            return None
         pos += 1
         for _ in range(b - 1):
             if by_id:
                 pos += 16
             else:
+                note(pos)
                 b = frame[pos]
                 if not 0 < b < 0x80:
-                    return -1
+                    return None
                 pos += b
+            note(pos)
             b = frame[pos]
             if not 0 < b < 0x80:
-                return -1
+                return None
             # the partitions: fixed fields and an empty tagged-fields byte each
             pos += 1
             if b <= 5:
                 for _ in range(b - 1):
                     pos += fixed
+                    note(pos)
                     if frame[pos]:
-                        return -1
+                        return None
                     pos += 1
             else:  # many: their tag bytes checked at once (a strided view, no loop)
                 first_tag = pos + fixed
                 pos += (b - 1) * (fixed + 1)
                 if any(frame[first_tag:pos:fixed + 1]):
-                    return -1
+                    return None
+                offsets.extend(range(first_tag, pos, fixed + 1))
+            note(pos)
             if frame[pos]:  # the topic's tagged fields (and a truncated frame: IndexError)
-                return -1
+                return None
             pos += 1
+        note(pos)
         if frame[pos] != 1:
-            return -1  # forgotten topics (or a malformed count)
+            return None  # forgotten topics (or a malformed count)
         start = pos + 1
+        note(start)
         b = frame[start]
-        if not 0 < b < 0x80 or start + b + 1 != len(frame) or frame[start + b]:
-            return -1  # top-level tagged fields, or bytes that do not belong
-        return start
+        if not 0 < b < 0x80 or start + b + 1 != len(frame):
+            return None  # bytes that do not belong
+        note(start + b)
+        if frame[start + b]:
+            return None  # top-level tagged fields
+        return start, offsets
     except (IndexError, struct.error):
-        return -1
+        return None

@@ -15,7 +15,7 @@ def test_micro_benchmarks_quick_run_prints_every_figure() -> None:
                             capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     for label in ("produce acks peek", "produce walk", "rack decision", "metadata v12 rewrite",
-                  "metadata v12 read", "cluster view update"):
+                  "metadata v12 read", "cluster view update", "60 KB answer"):
         assert label in result.stdout, result.stdout
 
 

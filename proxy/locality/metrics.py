@@ -22,6 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from rackguard.proxy.cluster.view import ClusterView
 from rackguard.proxy.locality.rules import LOCALITIES, Locality, listener_node, locality
+from rackguard.proxy.relay.response_queue import ByteCount
 
 FETCH_BYTES = "rackguard_fetch_bytes"
 FETCH_BYTES_HELP = ("Bytes of Fetch response frames through the proxy, by the serving "
@@ -37,14 +38,14 @@ INFO_HELP = "The rack this proxy fills in and measures against (1), and the mode
 
 class ListenerTally:
     """What one listener (one broker, or the bootstrap) served: response bytes, counted
-    by the relay's response callback, and redirects."""
+    by the relay (``fetched``, named in the Forward of each Fetch), and redirects."""
 
     __slots__ = ("listener", "node", "fetched", "folded", "redirects")
 
     def __init__(self, listener: str) -> None:
         self.listener = listener
         self.node = listener_node(listener)
-        self.fetched = 0  # bytes of Fetch response frames (written by the event loop)
+        self.fetched = ByteCount()  # of Fetch response frames (counted by the relay)
         self.folded = 0  # of those, already added to a locality's total (by folds)
         self.redirects = 0
 
@@ -85,7 +86,7 @@ class LocalityMetrics:
             view = self._view()
             totals = self._totals
             for tally in list(self._tallies.values()):
-                fetched = tally.fetched
+                fetched = tally.fetched.total
                 if fetched != tally.folded:
                     rack = view.racks.get(tally.node) if tally.node is not None else None
                     totals[locality(self.rack, rack)] += fetched - tally.folded

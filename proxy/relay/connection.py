@@ -42,7 +42,7 @@ from rackguard.protocol.apis import API_NAMES, api_name
 from rackguard.protocol.framing import FrameSplitter, ReadMemory
 from rackguard.protocol.headers import peek_request, response_correlation_id
 from rackguard.protocol.primitives import ProtocolError
-from rackguard.proxy.relay.response_queue import ResponseQueue, ResponseTransform
+from rackguard.proxy.relay.response_queue import ByteCount, ResponseQueue, ResponseTransform
 from rackguard.proxy.security.client_guard import ClientGuard, Guards, Refuse
 
 if TYPE_CHECKING:
@@ -61,11 +61,13 @@ _ACKS0_ANSWERED_LINGER_S = 5.0
 
 @dataclass(slots=True)
 class Forward:
-    """Send ``frame`` upstream; queue a slot for its answer unless none is expected."""
+    """Send ``frame`` upstream; queue a slot for its answer unless none is expected; the
+    answer's size is added to ``count``, if given, then ``transform`` applied."""
 
     frame: bytes | memoryview
     expect_response: bool = True
     transform: ResponseTransform | None = None
+    count: ByteCount | None = None
 
 
 @dataclass(slots=True)
@@ -413,7 +415,8 @@ class ClientConnection(asyncio.BufferedProtocol):
     def _apply(self, action: Action, api_key: int, api_version: int, corr: int) -> None:
         if isinstance(action, Forward):
             if action.expect_response:
-                self._queue.expect_upstream(corr, api_key, api_version, action.transform)
+                self._queue.expect_upstream(corr, api_key, api_version, action.transform,
+                                            action.count)
             else:
                 self._queue.expect_none(corr)
             self._outbox.append(action.frame)
@@ -443,6 +446,9 @@ class ClientConnection(asyncio.BufferedProtocol):
                 if slot.waiter is not None:
                     slot.waiter(bytes(frame))  # the proxy's own request: not the client's
                     continue
+                count = slot.count
+                if count is not None:
+                    count.total += len(frame)
                 transform = slot.transform
                 if transform is None:
                     slot.fill(frame)

@@ -3,7 +3,8 @@
 ``first`` sees the client's request. What it answers itself (``Reply``) is final;
 what it forwards is handed to ``second`` as if the client had sent it, and
 ``second``'s action is what happens, with ``first``'s response transform applied to
-whatever answer comes back, ``second``'s own transform (or reply) first. So a filter
+whatever answer comes back, ``second``'s own transform (or reply) first (and ``first``'s
+byte count, if it names one, counting that answer as its transform sees it). So a filter
 that refuses some topics of a request (``first``) composes with a hook that rewrites
 the rest (``second``), and the client gets one answer carrying both.
 
@@ -25,7 +26,7 @@ from rackguard.proxy.relay.connection import (
     Reply,
     RequestHook,
 )
-from rackguard.proxy.relay.response_queue import ResponseTransform
+from rackguard.proxy.relay.response_queue import ByteCount, ResponseTransform
 
 FirstHook = Callable[[ClientInfo, memoryview, int, int, int], Action]
 
@@ -37,6 +38,8 @@ def chain(first: FirstHook, second: RequestHook) -> RequestHook:
         if isinstance(action, Reply):
             return action
         outer = action.transform
+        if action.count is not None:
+            outer = _counted(action.count, outer)
         view = action.frame if isinstance(action.frame, memoryview) else memoryview(action.frame)
         inner = second(client, view, api_key, api_version, corr)
         if outer is None:
@@ -61,7 +64,16 @@ def _wrap(inner: Action, outer: ResponseTransform, version: int) -> Action | Awa
         if inspect.isawaitable(done):
             return _reply_later(done)
         return Reply(_bytes(done))
-    return Forward(inner.frame, inner.expect_response, _compose(inner.transform, outer))
+    return Forward(inner.frame, inner.expect_response, _compose(inner.transform, outer),
+                   inner.count)
+
+
+def _counted(count: ByteCount, transform: ResponseTransform | None) -> ResponseTransform:
+    def counting(frame: memoryview, version: int) -> object:
+        count.total += len(frame)
+        return frame if transform is None else transform(frame, version)
+
+    return counting
 
 
 async def _reply_later(pending: Awaitable[object]) -> Action:

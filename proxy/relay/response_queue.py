@@ -28,10 +28,22 @@ from rackguard.protocol.primitives import ProtocolError
 ResponseTransform = Callable[[memoryview, int], object]
 
 
+class ByteCount:
+    """Bytes of the upstream answers to the requests forwarded with this count: the relay
+    adds each answer frame's size (prefix included) as it arrives, before any transform
+    (an attribute update, where a transform would cost a call per answer)."""
+
+    __slots__ = ("total",)
+
+    def __init__(self) -> None:
+        self.total = 0
+
+
 class Slot:
     """One response position. ``data`` is set once the bytes for it are known."""
 
-    __slots__ = ("correlation_id", "api_key", "api_version", "transform", "data", "waiter")
+    __slots__ = ("correlation_id", "api_key", "api_version", "transform", "count", "data",
+                 "waiter")
 
     def __init__(
         self,
@@ -40,11 +52,13 @@ class Slot:
         api_version: int,
         transform: ResponseTransform | None = None,
         waiter: Callable[[bytes], None] | None = None,
+        count: ByteCount | None = None,
     ) -> None:
         self.correlation_id = correlation_id
         self.api_key = api_key
         self.api_version = api_version
         self.transform = transform
+        self.count = count
         self.data: bytes | memoryview | None = None
         self.waiter = waiter  # set: the proxy's own request; the answer goes there
 
@@ -96,8 +110,9 @@ class ResponseQueue:
         api_key: int,
         api_version: int,
         transform: ResponseTransform | None = None,
+        count: ByteCount | None = None,
     ) -> Slot:
-        slot = Slot(correlation_id, api_key, api_version, transform)
+        slot = Slot(correlation_id, api_key, api_version, transform, None, count)
         self._slots.append(slot)
         self._awaiting_upstream.append(slot)
         self._last_was_unanswered = False

@@ -7,7 +7,8 @@ import random
 import struct
 
 from rackguard.protocol.metadata import read_metadata
-from rackguard.proxy.relay.connection import ClientInfo, Reply
+from rackguard.proxy.relay.connection import ClientInfo, Forward, Reply
+from rackguard.proxy.relay.response_queue import ByteCount
 from rackguard.proxy.relay.server import ProxyServer
 
 from benchmarks.produce_frames import kp_request, make_batch
@@ -356,3 +357,33 @@ async def test_a_hook_asks_the_broker_on_the_clients_connection(make_proxy) -> N
     # on the one connection: the held request went after the hook's decision
     assert [r.correlation_id for r in broker.received] == [20, -1, 22]
     assert len({r.conn for r in broker.received}) == 1
+
+
+async def test_a_hooks_byte_count_gets_each_answers_size(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    """A Forward naming a count: the relay adds each answer frame's size as it arrived
+    (before the transform), and the client gets the transform's answer."""
+    def handler(req: Received) -> list[bytes]:
+        return [echo_response(req.correlation_id, b"x" * req.correlation_id)]
+
+    count = ByteCount()
+    seen: list[int] = []
+
+    def counted(client: ClientInfo, frame: memoryview, key: int, version: int,
+                corr: int) -> Forward:
+        def transform(answer: memoryview, version: int) -> bytes:
+            seen.append(count.total)
+            return bytes(answer[:-1]) + b"!"  # the same size
+
+        return Forward(frame, True, transform if corr == 2 else None, count)
+
+    server, broker = await make_proxy(handler, produce_hook=counted)
+    client = await RawClient.connect(server.bootstrap_port)
+    for corr in (1, 2, 30):
+        client.send(produce_frame(corr, acks=-1))
+    client.send(opaque_request(HEARTBEAT, 0, 4))  # not counted: no hook names the count
+    answers = [await client.recv() for _ in range(4)]
+    sizes = [len(echo_response(corr, b"x" * corr)) for corr in (1, 2, 30)]
+    assert count.total == sum(sizes)
+    assert seen == [sizes[0] + sizes[1]]  # counted before its transform ran
+    assert answers[1].endswith(b"x!") and [corr_of(a) for a in answers] == [1, 2, 30, 4]
+    client.close()

@@ -56,6 +56,13 @@ def fetch(version: int, rack: str) -> memoryview:
     return memoryview(bytes(req.encode(header=True, framed=True)))
 
 
+def answer(action: Forward, frame: memoryview, version: int = 12) -> object:
+    """What the relay does with the answer to a forwarded request: count, then transform."""
+    if action.count is not None:
+        action.count.total += len(frame)
+    return frame if action.transform is None else action.transform(frame, version)
+
+
 def call(hook: Callable[..., object], frame: memoryview, key: int, version: int,
          listener: str = "node-2") -> Forward:
     action = hook(ClientInfo("peer", listener), frame, key, version, 1)
@@ -95,7 +102,7 @@ def test_old_fetch_is_not_read_but_observed() -> None:
     h, _, _ = hints()
     frame = memoryview(b"not a fetch request at all")
     action = call(h.fetch, frame, 1, 10)
-    assert action.frame is frame and action.transform is not None
+    assert action.frame is frame and action.count is not None and action.transform is None
 
 
 def fetch_response(version: int, records: bytes, preferred: int = -1) -> memoryview:
@@ -117,15 +124,14 @@ def test_fetch_bytes_by_serving_rack() -> None:
                                   ("node-3", 7, "unknown"), ("bootstrap", 5, "unknown"),
                                   ("node-9", 1, "unknown")):
         action = call(h.fetch, fetch(12, ""), 1, 12, listener)
-        assert action.transform is not None
+        assert action.transform is None and action.count is not None  # counted, not read
         response = fetch_response(12, b"r" * size)
-        assert action.transform(response, 12) is response
+        assert answer(action, response) is response
         expected[where] += len(response)  # the whole frame, size prefix included
     # only the size is taken: the response is not read (observe mode walks nothing)
     redirect = call(h.fetch, fetch(12, ""), 1, 12, "node-1")
-    assert redirect.transform is not None
     junk = memoryview(b"not a Fetch response")
-    assert redirect.transform(junk, 12) is junk
+    assert answer(redirect, junk) is junk
     expected["cross_rack"] += len(junk)
     assert metrics.fetch_bytes() == expected
     assert metrics.redirects == 0
@@ -139,13 +145,12 @@ def test_locality_is_decided_at_the_fold_and_never_taken_back() -> None:
     views = [ClusterView(racks=MappingProxyType({1: None}))]
     h, metrics, _ = hints(fill=False, views=views)
     first = call(h.fetch, fetch(12, ""), 1, 12, "node-1")
-    assert first.transform is not None
-    first.transform(memoryview(b"x" * 10), 12)
+    answer(first, memoryview(b"x" * 10))
     views.append(ClusterView(racks=MappingProxyType({1: RACK})))  # the rack became known
-    first.transform(memoryview(b"x" * 5), 12)
+    answer(first, memoryview(b"x" * 5))
     assert metrics.fetch_bytes() == {"same_rack": 15, "cross_rack": 0, "unknown": 0}
     views.append(ClusterView(racks=MappingProxyType({1: "zone-a"})))  # moved (rare)
-    first.transform(memoryview(b"x" * 3), 12)
+    answer(first, memoryview(b"x" * 3))
     assert metrics.fetch_bytes() == {"same_rack": 15, "cross_rack": 3, "unknown": 0}
     assert metrics.fetch_bytes() == {"same_rack": 15, "cross_rack": 3, "unknown": 0}
 
@@ -158,29 +163,29 @@ def test_redirects_walked_only_where_a_filled_fetch_can_be_redirected() -> None:
     # to node 1 (zone-a), filled, a broker in zone-b exists: walked
     action = call(h.fetch, fetch(12, ""), 1, 12, "node-1")
     assert action.transform is not None
-    assert action.transform(redirected, 12) is redirected
+    assert answer(action, redirected) is redirected
     assert metrics.redirects == 1
     with pytest.raises(ProtocolError):
-        action.transform(junk, 12)  # walked: a malformed response closes the connection
+        answer(action, junk)  # walked: a malformed response closes the connection
     # served in the rack, or a client's own rack (not filled): only counted
     for listener, rack in (("node-2", ""), ("node-1", "mine")):
         action = call(h.fetch, fetch(12, rack), 1, 12, listener)
-        assert action.transform is not None
-        assert action.transform(junk, 12) is junk
-        action.transform(redirected, 12)
+        assert action.transform is None
+        assert answer(action, junk) is junk
+        answer(action, redirected)
     # no broker in zone-b any more: nothing can redirect, nothing is walked
     views.append(ClusterView(racks=MappingProxyType({1: "zone-a", 3: None})))
     h.view_changed(VIEW, views[-1])  # what the view store tells its subscribers
     action = call(h.fetch, fetch(12, ""), 1, 12, "node-1")
-    assert action.transform is not None
-    assert action.transform(junk, 12) is junk
+    assert action.transform is None
+    assert answer(action, junk) is junk
     assert metrics.redirects == 1
     # and a broker in zone-b again: walked again
     views.append(VIEW)
     h.view_changed(views[-2], VIEW)
     action = call(h.fetch, fetch(12, ""), 1, 12, "node-1")
     assert action.transform is not None
-    action.transform(redirected, 12)
+    answer(action, redirected)
     assert metrics.redirects == 2
     assert metrics.filled_counts() == {"Fetch": 4}
 
@@ -268,14 +273,14 @@ async def test_app_installs_hooks_only_with_a_rack() -> None:
     # in another rack is walked for redirects (a non-Fetch answer is refused)
     hook = app.server._hooks.request_hooks[1]
     before = hook(ClientInfo("p", "node-1"), fetch(12, ""), 1, 12, 1)
-    assert isinstance(before, Forward) and before.transform is not None
+    assert isinstance(before, Forward) and before.transform is None
     junk = memoryview(b"not a Fetch response")
-    assert before.transform(junk, 12) is junk  # no broker known: only counted
+    assert answer(before, junk) is junk  # no broker known: only counted
     app.store.install(ClusterView(racks=MappingProxyType({1: "zone-a", 2: "zone-b"})))
     after = hook(ClientInfo("p", "node-1"), fetch(12, ""), 1, 12, 2)
     assert isinstance(after, Forward) and after.transform is not None
     with pytest.raises(ProtocolError):
-        after.transform(junk, 12)
+        answer(after, junk)
 
     def broken(settings: Settings) -> str | None:
         raise RackSourceError("client_rack_command 'x': exit status 1")

@@ -16,6 +16,7 @@ import uuid
 import pytest
 from kafka.protocol.consumer import FetchRequest, FetchResponse
 from rackguard.protocol.fetch_request import (
+    FetchRackFill,
     fill_fetch_rack,
     rack_span,
     read_fetch_rack,
@@ -176,12 +177,9 @@ def test_malformed_responses_raise(version: int) -> None:
         fetch_response_traffic(small, version)
 
 
-@pytest.mark.parametrize("version", [12, 13, 14, 15])
-def test_the_quick_path_agrees_with_the_walk_or_steps_aside(version: int) -> None:
-    """Where the one-pass reader answers, it is the general walk's answer; on anything
-    unusual it answers -1 and the walk decides (so fuzzing compares both)."""
-    from rackguard.protocol.fetch_request import _usual_rack_start
-
+def quick_path_frames(version: int) -> list[bytes]:
+    """Requests of many shapes, the usual one among them, and each fuzzed 60 times in a
+    byte that is a length, a count or a tag, or none of them."""
     frames = [encoded(request(version, rack, partitions, cluster, forgotten, names))
               for rack in ("", "r", "x" * 200) for partitions in (0, 1, 3, 70)
               for cluster in (None, "c") for forgotten in (False, True)
@@ -192,14 +190,116 @@ def test_the_quick_path_agrees_with_the_walk_or_steps_aside(version: int) -> Non
             junk = bytearray(data)
             junk[rng.randrange(12, len(junk))] = rng.choice((0, 1, 2, 0x7F, 0x80, 0xFF))
             frames.append(bytes(junk))
+    return frames
+
+
+@pytest.mark.parametrize("version", [12, 13, 14, 15])
+def test_the_quick_path_agrees_with_the_walk_or_steps_aside(version: int) -> None:
+    """Where the one-pass reader answers, it is the general walk's answer; on anything
+    unusual it answers None and the walk decides (so fuzzing compares both). What it
+    read is all its answer depends on: another request of that length, equal there,
+    gets the same answer."""
+    from rackguard.protocol.fetch_request import _usual_rack_shape
+
     answered = 0
-    for data in frames:
-        start = _usual_rack_start(data, version)
-        if start < 0:
+    for data in quick_path_frames(version):
+        found = _usual_rack_shape(data, version)
+        if found is None:
             continue
         answered += 1
+        start, offsets = found
         end = start + data[start]
         assert (start, start + 1, end) == rack_span(data, version,
                                                     request_body_offset(data, version))
         assert end + 1 == len(data)
+        assert offsets == sorted(set(offsets)) and offsets[-1] == len(data) - 1
+        alike = bytearray(random.Random(start).randbytes(len(data)))
+        for i in offsets:
+            alike[i] = data[i]
+        assert _usual_rack_shape(bytes(alike), version) == found
     assert answered >= 8  # the unfuzzed frames of the usual shape, at least
+
+
+@pytest.mark.parametrize("version", [12, 13, 14, 15])
+def test_remembered_shapes_fill_as_a_walk_does(version: int, monkeypatch: pytest.MonkeyPatch
+                                               ) -> None:
+    """One filler for every request (shapes remembered, the requests of a known shape
+    filled without a walk) answers each as a new filler (a walk) does, exceptions too."""
+    from rackguard.protocol import fetch_request
+
+    walks = 0
+    walk = fetch_request._usual_rack_shape
+
+    def counted(frame: bytes, version: int) -> tuple[int, list[int]] | None:
+        nonlocal walks
+        walks += 1
+        return walk(frame, version)
+
+    monkeypatch.setattr(fetch_request, "_usual_rack_shape", counted)
+    warm = FetchRackFill("eu-west-1a")
+    frames = quick_path_frames(version)
+    rng = random.Random(version)
+    for data in frames[:96]:  # the same shapes again, other offsets
+        again = bytearray(data)
+        for _ in range(4):
+            again[rng.randrange(len(again) - 30, len(again) - 3)] = rng.randrange(256)
+        frames.append(bytes(again))
+    warm_walks = 0
+    for data in frames:
+        try:
+            expected: bytes | None | type[ProtocolError] = FetchRackFill("eu-west-1a").fill(
+                memoryview(data), version)
+        except ProtocolError:
+            expected = ProtocolError
+        before = walks
+        try:
+            got: bytes | None | type[ProtocolError] = warm.fill(memoryview(data), version)
+        except ProtocolError:
+            got = ProtocolError
+        warm_walks += walks - before
+        assert got == expected
+    assert warm_walks < len(frames) - 100  # many requests were filled without a walk
+
+
+def test_two_shapes_of_one_length_are_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two topics whose partitions take turns: requests of one length, two shapes (and a
+    third, which displaces the older one): each filled as a walk would, the two known
+    ones without a walk."""
+    from rackguard.protocol import fetch_request
+
+    def two_topics(version: int, first: int, second: int, rack: str = "") -> bytes:
+        req = request(version, rack, forgotten=False, names=("a", "b"))
+        req.topics[0].partitions = req.topics[0].partitions[:first]
+        req.topics[1].partitions = req.topics[1].partitions[:second]
+        return encoded(req)
+
+    walks: list[int] = []
+    walk = fetch_request._usual_rack_shape
+    monkeypatch.setattr(fetch_request, "_usual_rack_shape",
+                        lambda frame, version: walks.append(1) or walk(frame, version))
+    for version in (12, 15):
+        fill = FetchRackFill("r")
+        shapes = [two_topics(version, 1, 2), two_topics(version, 2, 1),
+                  two_topics(version, 3, 0)]
+        assert len({len(frame) for frame in shapes}) == 1
+        walks.clear()
+        for frame in shapes[:2] * 3 + shapes[2:] + shapes[1:] * 2:
+            assert fill.fill(memoryview(frame), version) == two_topics(
+                version, *[len(t.partitions) for t in FetchRequest.decode(
+                    frame, version=version, header=True, framed=True).topics], rack="r")
+        assert len(walks) == 3  # each shape once: then the latest two are known
+
+
+def test_remembered_shapes_are_bounded() -> None:
+    fill = FetchRackFill("r")
+    lengths = set()
+    for name in range(1, 121):
+        for partitions in range(1, 9):
+            data = encoded(request(12, "", partitions, forgotten=False, names=("t" * name,)))
+            lengths.add(len(data))
+            assert fill.fill(memoryview(data), 12) is not None
+    assert len(lengths) > 256 and 0 < len(fill._shapes) <= 256
+    many = encoded(request(12, "", 200, forgotten=False, names=("orders",)))
+    assert fill.fill(memoryview(many), 12) == encoded(request(12, "r", 200, forgotten=False,
+                                                              names=("orders",)))
+    assert len(many) << 4 | 12 not in fill._shapes  # too many bytes to check: walked

@@ -7,6 +7,7 @@ from typing import Any
 
 from rackguard.proxy.relay.connection import ClientInfo, Forward, Reply
 from rackguard.proxy.relay.hook_chain import chain
+from rackguard.proxy.relay.response_queue import ByteCount
 
 CLIENT = ClientInfo("127.0.0.1:1", "bootstrap")
 
@@ -46,6 +47,23 @@ def test_transforms_apply_second_then_first() -> None:
     assert isinstance(action, Forward) and action.frame == b"smaller!"
     assert action.transform is not None
     assert action.transform(memoryview(b"answer"), 5) == b"answer+second+first"
+
+
+def test_byte_counts_are_carried() -> None:
+    """The second's count stays the relay's to keep (the answer as it arrives); the
+    first's counts the answer as the first's transform sees it, after the second's."""
+    first_count, second_count = ByteCount(), ByteCount()
+    hook = chain(lambda c, f, *r: Forward(b"rest", True, None, first_count),
+                 lambda c, f, *r: Forward(f, True, lambda a, v: bytes(a) + b"+second",
+                                          second_count))
+    action = call(hook)
+    assert isinstance(action, Forward) and action.count is second_count
+    assert action.transform is not None
+    assert action.transform(memoryview(b"answer"), 5) == b"answer+second"
+    assert (first_count.total, second_count.total) == (len(b"answer+second"), 0)
+    replied = call(chain(lambda c, f, *r: Forward(b"rest", True, None, first_count),
+                         lambda *a: Reply(b"local")))
+    assert replied == Reply(b"local") and first_count.total == len(b"answer+second") + 5
 
 
 def test_a_reply_of_the_second_goes_through_the_first_transform() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from rackguard.protocol.primitives import ProtocolError
-from rackguard.proxy.relay.response_queue import ResponseQueue, Slot
+from rackguard.proxy.relay.response_queue import ByteCount, ResponseQueue, Slot
 
 
 def test_empty_queue() -> None:
@@ -122,6 +122,9 @@ def test_slot_keeps_request_facts_and_transform() -> None:
     assert slot.transform is transform
     assert slot.data is None
     assert q.local(43, 0, 9, b"x").transform is None
+    count = ByteCount()
+    assert q.expect_upstream(44, 1, 12, None, count).count is count
+    assert slot.count is None and count.total == 0
 
 
 def test_slot_filled_twice_raises() -> None:
