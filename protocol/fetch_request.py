@@ -223,7 +223,10 @@ class FetchRackFill:
     rack_id where the remembered one had it, and is filled without a walk (one C call
     reads the bytes). Anything else is walked, as every request was before. Two shapes
     are kept per key, so a consumer alternating between two of one length (partitions of
-    two topics taking turns) is not walked either.
+    two topics taking turns) is not walked either. Measured (docs/locality.md, "Cost"):
+    the fill of a known shape 0.42-0.50 us against 0.75-0.86 us walked; in the running
+    proxy, with the relay's byte count, client_rack adds 0.7-1.1 us per Fetch, 1.2-1.4 us
+    before.
     """
 
     __slots__ = ("rack", "_flexible_tail", "_classic_field", "_shapes")
