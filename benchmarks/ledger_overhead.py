@@ -38,7 +38,7 @@ from rackguard.proxy.enforce.policy import (
 )
 from rackguard.proxy.ledger.recorder import DecisionLedger, LedgerConfig  # noqa: E402
 from rackguard.proxy.ledger.rows import NATIVE_ROWS, ProduceEntry, RowFormatter  # noqa: E402
-from rackguard.proxy.relay.connection import ClientInfo, Forward  # noqa: E402
+from rackguard.proxy.relay.actions import ClientInfo, Forward  # noqa: E402
 
 from benchmarks.micro import snapshot  # noqa: E402
 from benchmarks.produce_frames import kp_request, kp_response, make_batch  # noqa: E402

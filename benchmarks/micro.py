@@ -42,7 +42,7 @@ from rackguard.proxy.enforce.enforcement import EnforcementSettings, RackEnforce
 from rackguard.proxy.enforce.metrics import EnforcementMetrics  # noqa: E402
 from rackguard.proxy.enforce.policy import RackRule, decide  # noqa: E402
 from rackguard.proxy.ops.metrics import ProxyMetrics  # noqa: E402
-from rackguard.proxy.relay.connection import ClientInfo  # noqa: E402
+from rackguard.proxy.relay.actions import ClientInfo  # noqa: E402
 
 from benchmarks.produce_frames import kp_request, kp_response, make_batch  # noqa: E402
 

@@ -72,7 +72,7 @@ from rackguard.proxy.admin.rules import (
 )
 from rackguard.proxy.admin.state import BROKER, TOPIC, Change, DynamicConfigs
 from rackguard.proxy.admin.store import StoreError
-from rackguard.proxy.relay.connection import Action, ClientInfo, Forward, Reply
+from rackguard.proxy.relay.actions import Action, ClientInfo, Forward, Reply
 
 log = logging.getLogger("rackguard.admin")
 

@@ -47,7 +47,7 @@ from rackguard.proxy.enforce.policy import (
     decide,
     decide_known,
 )
-from rackguard.proxy.relay.connection import Action, ClientInfo, Forward, Reply
+from rackguard.proxy.relay.actions import Action, ClientInfo, Forward, Reply
 from rackguard.proxy.relay.response_queue import ResponseTransform
 
 if TYPE_CHECKING:

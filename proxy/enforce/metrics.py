@@ -25,7 +25,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 from rackguard.proxy.enforce.policy import Decision, Verdict
-from rackguard.proxy.relay.connection import ClientInfo
+from rackguard.proxy.relay.actions import ClientInfo
 
 log = logging.getLogger("rackguard.enforcement")
 

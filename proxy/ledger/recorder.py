@@ -71,7 +71,7 @@ from rackguard.proxy.ledger.rows import (
     snapshot_lines,
 )
 from rackguard.proxy.ledger.schema import DECISION_FILE_PREFIX, SNAPSHOT_FILE_PREFIX
-from rackguard.proxy.relay.connection import ClientInfo
+from rackguard.proxy.relay.actions import ClientInfo
 from rackguard.proxy.relay.response_queue import ResponseTransform
 from rackguard.proxy.settings import Settings
 

@@ -31,7 +31,7 @@ from rackguard.protocol.join_group import fill_join_group_rack
 from rackguard.proxy.cluster.view import ClusterView
 from rackguard.proxy.locality.metrics import ListenerTally, LocalityMetrics
 from rackguard.proxy.locality.rules import redirect_possible, subscription_choice
-from rackguard.proxy.relay.connection import Action, ClientInfo, Forward, RequestHook
+from rackguard.proxy.relay.actions import Action, ClientInfo, Forward, RequestHook
 from rackguard.proxy.relay.response_queue import ResponseTransform
 
 

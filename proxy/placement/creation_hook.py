@@ -52,7 +52,7 @@ from rackguard.proxy.placement.guard import (
     refusal,
     requested_min_racks,
 )
-from rackguard.proxy.relay.connection import Action, ClientInfo, Forward, Reply
+from rackguard.proxy.relay.actions import Action, ClientInfo, Forward, Reply
 
 log = logging.getLogger("rackguard.placement")
 

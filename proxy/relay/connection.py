@@ -34,15 +34,22 @@ import asyncio
 import inspect
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, cast
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, cast
 
 from rackguard.protocol.apis import API_NAMES, api_name
 from rackguard.protocol.framing import FrameSplitter, ReadMemory
 from rackguard.protocol.headers import peek_request, response_correlation_id
 from rackguard.protocol.primitives import ProtocolError
-from rackguard.proxy.relay.response_queue import ByteCount, ResponseQueue, ResponseTransform
+from rackguard.proxy.relay.actions import (
+    Action,
+    ClientInfo,
+    Forward,
+    Hooks,
+    Limits,
+    Reply,
+)
+from rackguard.proxy.relay.response_queue import ResponseQueue
 from rackguard.proxy.security.client_guard import ClientGuard, Guards, Refuse
 
 if TYPE_CHECKING:
@@ -59,70 +66,8 @@ _ACKS0_LINGER_S = 0.5
 _ACKS0_ANSWERED_LINGER_S = 5.0
 
 
-@dataclass(slots=True)
-class Forward:
-    """Send ``frame`` upstream; queue a slot for its answer unless none is expected; the
-    answer's size is added to ``count``, if given, then ``transform`` applied."""
-
-    frame: bytes | memoryview
-    expect_response: bool = True
-    transform: ResponseTransform | None = None
-    count: ByteCount | None = None
-
-
-@dataclass(slots=True)
-class Reply:
-    """Answer the client with ``frame`` (a complete response frame); nothing goes upstream."""
-
-    frame: bytes
-
-
-Action = Forward | Reply
 _ACTIONS = (Forward, Reply)  # checked before the slower inspect.isawaitable
 _FRAMES = (bytes, memoryview, bytearray)
-
-
-class UpstreamAsk(Protocol):
-    """Send a request of the proxy's own on this client's upstream connection (so with
-    the client's identity) and await the answer frame. ``build`` gets the correlation id
-    to use; the answer never reaches the client."""
-
-    def __call__(self, build: Callable[[int], bytes], api_key: int, api_version: int
-                 ) -> Awaitable[bytes]: ...
-
-
-async def _no_upstream(build: Callable[[int], bytes], api_key: int, api_version: int) -> bytes:
-    raise ConnectionError("no upstream connection to ask")
-
-
-@dataclass(frozen=True, slots=True)
-class ClientInfo:
-    peer: str
-    listener: str  # "bootstrap" or "node-<id>"
-    ask: UpstreamAsk = field(default=_no_upstream, compare=False, repr=False)
-
-
-class RequestHook(Protocol):
-    def __call__(
-        self, client: ClientInfo, frame: memoryview, api_key: int, api_version: int, corr: int
-    ) -> Action | Awaitable[Action]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Hooks:
-    """What the proxy does beyond forwarding: per-API request hooks and response rewriters."""
-
-    request_hooks: dict[int, RequestHook]
-    response_rewriters: dict[int, ResponseTransform]
-    # Highest version of an API whose messages the proxy must read; above it is bad input.
-    max_versions: Mapping[int, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    max_frame_size: int
-    high_water: int
-
 
 
 class ClientConnection(asyncio.BufferedProtocol):

@@ -28,18 +28,17 @@ from rackguard.protocol.framing import ReadMemory
 from rackguard.protocol.produce import peek_acks
 from rackguard.protocol.produce_response import FIRST_LEADER_HINT_VERSION
 from rackguard.proxy.ops.metrics import ProxyMetrics
-from rackguard.proxy.relay.addressing import AddressBook, AddressRewriter
-from rackguard.proxy.relay.connection import (
+from rackguard.proxy.relay.actions import (
     Action,
-    ClientConnection,
     ClientInfo,
     Forward,
     Hooks,
     Limits,
     Reply,
     RequestHook,
-    UpstreamConnection,
 )
+from rackguard.proxy.relay.addressing import AddressBook, AddressRewriter
+from rackguard.proxy.relay.connection import ClientConnection, UpstreamConnection
 from rackguard.proxy.security.bad_input_log import BadInputLog
 from rackguard.proxy.security.client_guard import Guards
 from rackguard.proxy.security.limits import ConnectionLimits

@@ -7,7 +7,7 @@ import random
 import struct
 
 from rackguard.protocol.metadata import read_metadata
-from rackguard.proxy.relay.connection import ClientInfo, Forward, Reply
+from rackguard.proxy.relay.actions import ClientInfo, Forward, Reply
 from rackguard.proxy.relay.response_queue import ByteCount
 from rackguard.proxy.relay.server import ProxyServer
 

@@ -26,7 +26,7 @@ from rackguard.proxy.cluster.view import ClusterViewStore
 from rackguard.proxy.enforce.enforcement import EnforcementSettings, RackEnforcer
 from rackguard.proxy.enforce.metrics import EnforcementMetrics
 from rackguard.proxy.enforce.policy import RackRule
-from rackguard.proxy.relay.connection import ClientInfo, Forward, Reply
+from rackguard.proxy.relay.actions import ClientInfo, Forward, Reply
 
 from benchmarks.produce_frames import (
     kp_decode_request,

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from rackguard.proxy.enforce.metrics import _AGE_BUCKETS, EnforcementMetrics
 from rackguard.proxy.enforce.policy import Decision, Verdict
-from rackguard.proxy.relay.connection import ClientInfo
+from rackguard.proxy.relay.actions import ClientInfo
 
 CLIENT = ClientInfo("10.0.0.1:4000", "node-1")
 

@@ -26,7 +26,7 @@ from rackguard.proxy.enforce.metrics import EnforcementMetrics
 from rackguard.proxy.enforce.policy import RackRule
 from rackguard.proxy.ledger.files import RotatingJsonl
 from rackguard.proxy.ledger.recorder import OBSERVED, REJECTED, DecisionLedger, LedgerConfig
-from rackguard.proxy.relay.connection import Forward, Reply
+from rackguard.proxy.relay.actions import Forward, Reply
 
 from benchmarks.produce_frames import kp_response
 from tests.unit.enforce.test_enforcement_hook import (

@@ -26,7 +26,7 @@ from rackguard.protocol.produce import walk_produce_request
 from rackguard.proxy.enforce.policy import decide
 from rackguard.proxy.ledger.recorder import DecisionLedger, PendingProduce
 from rackguard.proxy.ledger.rows import ProduceEntry, RowFormatter
-from rackguard.proxy.relay.connection import ClientInfo, Forward
+from rackguard.proxy.relay.actions import ClientInfo, Forward
 
 from benchmarks.produce_frames import kp_response
 from tests.unit._views import part, snap, topic

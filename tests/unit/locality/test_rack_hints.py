@@ -32,7 +32,7 @@ from rackguard.proxy.locality.rules import (
     subscription_choice,
 )
 from rackguard.proxy.locality.source import RackSourceError, resolve_client_rack
-from rackguard.proxy.relay.connection import ClientInfo, Forward
+from rackguard.proxy.relay.actions import ClientInfo, Forward
 from rackguard.proxy.settings import Settings, load_settings
 
 RACK = "zone-b"

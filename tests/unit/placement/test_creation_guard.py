@@ -16,7 +16,7 @@ from rackguard.protocol.headers import parse_request_header
 from rackguard.proxy.cluster.view import ClusterViewStore
 from rackguard.proxy.placement.creation_hook import CreationGuard, GuardSettings
 from rackguard.proxy.placement.guard import refusal, requested_min_racks
-from rackguard.proxy.relay.connection import ClientInfo, Forward, Reply
+from rackguard.proxy.relay.actions import ClientInfo, Forward, Reply
 
 from tests.unit._views import Clock, broker, part, snap, topic
 

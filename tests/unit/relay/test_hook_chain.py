@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from rackguard.proxy.relay.connection import ClientInfo, Forward, Reply
+from rackguard.proxy.relay.actions import ClientInfo, Forward, Reply
 from rackguard.proxy.relay.hook_chain import chain
 from rackguard.proxy.relay.response_queue import ByteCount
 
