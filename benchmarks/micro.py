@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -45,6 +45,9 @@ from rackguard.proxy.ops.metrics import ProxyMetrics  # noqa: E402
 from rackguard.proxy.relay.actions import ClientInfo  # noqa: E402
 
 from benchmarks.produce_frames import kp_request, kp_response, make_batch  # noqa: E402
+
+if TYPE_CHECKING:
+    from rackguard.proxy.app import Rackguard
 
 RACKS = ["rack-a", "rack-b", "rack-c"]
 
@@ -160,13 +163,20 @@ def round_trip(min_racks: int, version: int) -> Callable[[], None]:
                         max_metadata_age_ms=10**9)
     app = Rackguard(settings)
     app.store.apply_metadata(snapshot(1, 10), full=True)
-    conn = app.server._new_client("bootstrap")
-    conn._transport = conn._upstream = _NullTransport()  # type: ignore[assignment]
-    conn._holding = False
-    upstream = conn.upstream_splitter()
     request = kp_request(version, [("topic-0", [(0, make_batch(1))])])
     response = kp_response(version, [("topic-0", [{"index": 0, "error_code": 0,
                                                    "base_offset": 5}])])
+    return connection_round_trip(app, "bootstrap", request, response)
+
+
+def connection_round_trip(app: Rackguard, listener: str, request: bytes, response: bytes
+                          ) -> Callable[[], None]:
+    """One request and its answer through a ClientConnection of ``app`` on ``listener``,
+    without sockets: read, hooks, forward, answer matched (and transformed), written."""
+    conn = app.server._new_client(listener)
+    conn._transport = conn._upstream = _NullTransport()  # type: ignore[assignment]
+    conn._holding = False
+    upstream = conn.upstream_splitter()
 
     def once() -> None:
         buf = conn.get_buffer(-1)
@@ -227,22 +237,8 @@ def fetch_round_trip(rack: str | None, version: int, partitions: int,
                              max_metadata_age_ms=10**9))
     app.store.apply_metadata(snapshot(1, 10), full=True)
     asyncio.run(app._install_rack_hints())
-    conn = app.server._new_client("node-1")
-    conn._transport = conn._upstream = _NullTransport()  # type: ignore[assignment]
-    conn._holding = False
-    upstream = conn.upstream_splitter()
-    request = librdkafka_fetch(version, partitions)
-    response = fetch_answer(version, partitions, answer_size)
-
-    def once() -> None:
-        buf = conn.get_buffer(-1)
-        buf[: len(request)] = request
-        conn.buffer_updated(len(request))
-        buf = upstream.get_buffer()
-        buf[: len(response)] = response
-        conn.upstream_data(len(response), upstream)
-
-    return once
+    return connection_round_trip(app, "node-1", librdkafka_fetch(version, partitions),
+                                 fetch_answer(version, partitions, answer_size))
 
 
 def main(argv: list[str] | None = None) -> int:
