@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from rackguard.protocol.create_partitions import (
     CreatePartitionsResponse,
@@ -82,6 +82,18 @@ class GuardSettings:
     observe: bool
 
 
+@dataclass(frozen=True, slots=True)
+class _Split(Generic[R]):
+    """What one API's codec gives :meth:`CreationGuard._apply`: a refused topic's result,
+    a whole answer of refusals, the request without the refused topics, and the broker's
+    answer merged with the refusals (in the request's order)."""
+
+    refused: Callable[[str, str], R]
+    answer: Callable[[tuple[R, ...]], bytes]
+    without_refused: Callable[[], bytes]
+    merge: Callable[[memoryview, int, Mapping[str, R]], bytes]
+
+
 class CreationGuard:
     """``RequestHook`` for CreateTopics and CreatePartitions."""
 
@@ -114,6 +126,25 @@ class CreationGuard:
                         "would be refused (observe mode)" if observe else "refused", message)
         return bool(refusals) and not observe
 
+    def _apply(self, client: ClientInfo, api_key: int, frame: memoryview,
+               header: RequestHeader, order: list[str], refusals: dict[str, str], checked: int,
+               split: _Split[R]) -> Action:
+        """What the refusals make of a request whose topics are ``order``: the original
+        bytes (none applied), the proxy's own answer (every topic refused), or the
+        request without the refused topics and its answer merged with the refusals."""
+        if len(set(order)) != len(order):
+            return Forward(frame)  # a name given twice: the broker answers INVALID_REQUEST
+        if not self._judge(client, api_key, refusals, checked):
+            return Forward(frame)
+        synthetic = {name: split.refused(name, why) for name, why in refusals.items()}
+        if all(name in refusals for name in order):
+            return Reply(split.answer(tuple(synthetic[n] for n in order)))
+
+        def merge(answer: memoryview, answer_version: int) -> object:
+            return split.merge(answer, answer_version, synthetic)
+
+        return Forward(split.without_refused(), True, merge)
+
     def _create_topics(self, client: ClientInfo, frame: memoryview, header: RequestHeader,
                        view: ClusterView) -> Action:
         request = parse_create_topics_request(frame, header)
@@ -133,26 +164,20 @@ class CreationGuard:
             if why is not None:
                 refusals[t.name] = why
         order = [t.name for t in request.topics]
-        if len(set(order)) != len(order):
-            return Forward(frame)  # a name given twice: the broker answers INVALID_REQUEST
-        if not self._judge(client, CREATE_TOPICS, refusals, checked):
-            return Forward(frame)
-        version, corr = header.api_version, header.correlation_id
-        synthetic = {name: TopicResult(name, INVALID_REPLICA_ASSIGNMENT, message)
-                     for name, message in refusals.items()}
-        kept = tuple(t for t in request.topics if t.name not in refusals)
-        if not kept:
-            return Reply(encode_create_topics_response(version, corr, CreateTopicsResponse(
-                0, tuple(synthetic[n] for n in order))))
 
-        def merge(answer: memoryview, answer_version: int) -> object:
-            response = parse_create_topics_response(answer, answer_version)
-            merged = in_request_order(order, response.topics, synthetic)
-            return encode_create_topics_response(answer_version, corr,
-                                                 replace(response, topics=merged))
+        def merge(answer: memoryview, version: int, synthetic: Mapping[str, TopicResult]) -> bytes:
+            response = parse_create_topics_response(answer, version)
+            return encode_create_topics_response(version, header.correlation_id, replace(
+                response, topics=in_request_order(order, response.topics, synthetic)))
 
-        forwarded = encode_create_topics_request(frame, header, replace(request, topics=kept))
-        return Forward(forwarded, True, merge)
+        split = _Split(
+            refused=lambda name, why: TopicResult(name, INVALID_REPLICA_ASSIGNMENT, why),
+            answer=lambda results: encode_create_topics_response(
+                header.api_version, header.correlation_id, CreateTopicsResponse(0, results)),
+            without_refused=lambda: encode_create_topics_request(frame, header, replace(
+                request, topics=tuple(t for t in request.topics if t.name not in refusals))),
+            merge=merge)
+        return self._apply(client, CREATE_TOPICS, frame, header, order, refusals, checked, split)
 
     def _create_partitions(self, client: ClientInfo, frame: memoryview, header: RequestHeader,
                            view: ClusterView) -> Action:
@@ -171,24 +196,19 @@ class CreationGuard:
             if why is not None:
                 refusals[t.name] = why
         order = [t.name for t in request.topics]
-        if len(set(order)) != len(order):
-            return Forward(frame)  # a name given twice: the broker answers INVALID_REQUEST
-        if not self._judge(client, CREATE_PARTITIONS, refusals, checked):
-            return Forward(frame)
-        version, corr = header.api_version, header.correlation_id
-        synthetic = {name: PartitionsResult(name, INVALID_REPLICA_ASSIGNMENT, message)
-                     for name, message in refusals.items()}
-        kept = tuple(t for t in request.topics if t.name not in refusals)
-        if not kept:
-            return Reply(encode_create_partitions_response(version, corr, CreatePartitionsResponse(
-                0, tuple(synthetic[n] for n in order))))
 
-        def merge(answer: memoryview, answer_version: int) -> object:
-            response = parse_create_partitions_response(answer, answer_version)
-            merged = in_request_order(order, response.results, synthetic)
-            return encode_create_partitions_response(answer_version, corr,
-                                                     replace(response, results=merged))
+        def merge(answer: memoryview, version: int,
+                  synthetic: Mapping[str, PartitionsResult]) -> bytes:
+            response = parse_create_partitions_response(answer, version)
+            return encode_create_partitions_response(version, header.correlation_id, replace(
+                response, results=in_request_order(order, response.results, synthetic)))
 
-        forwarded = encode_create_partitions_request(frame, header,
-                                                     replace(request, topics=kept))
-        return Forward(forwarded, True, merge)
+        split = _Split(
+            refused=lambda name, why: PartitionsResult(name, INVALID_REPLICA_ASSIGNMENT, why),
+            answer=lambda results: encode_create_partitions_response(
+                header.api_version, header.correlation_id, CreatePartitionsResponse(0, results)),
+            without_refused=lambda: encode_create_partitions_request(frame, header, replace(
+                request, topics=tuple(t for t in request.topics if t.name not in refusals))),
+            merge=merge)
+        return self._apply(client, CREATE_PARTITIONS, frame, header, order, refusals, checked,
+                           split)
