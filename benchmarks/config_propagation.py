@@ -18,10 +18,11 @@ import struct
 import time
 
 from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
-from rackguard.proxy.app import Rackguard
-from rackguard.proxy.settings import load_settings
-from rackguard.simulator.cluster import start_cluster
-from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
+
+from proxy.app import Rackguard
+from proxy.settings import load_settings
+from simulator.cluster import start_cluster
+from simulator.config import SimulatorConfig, TopicSpec, racked_brokers
 
 TOPIC = "orders"
 

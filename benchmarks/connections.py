@@ -129,14 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     sim_port, bootstrap, base, metrics = _free_ports(4)  # the broker port is base + 1
     python = sys.executable
     sim = subprocess.Popen(
-        [python, "-m", "rackguard.simulator.cli", "--brokers", "1", "--racks", "a",
+        [python, "-m", "simulator.cli", "--brokers", "1", "--racks", "a",
          "--port-base", str(sim_port), "--log-level", "WARNING"],
         preexec_fn=_raise_fd_limit, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     proxy = None
     try:
         _wait_port(sim_port, 30)
         proxy = subprocess.Popen(
-            [python, "-m", "rackguard.proxy.cli", "serve", "--upstream",
+            [python, "-m", "proxy.cli", "serve", "--upstream",
              f"127.0.0.1:{sim_port}", "--bootstrap-port", str(bootstrap),
              "--broker-port-base", str(base), "--metrics-port", str(metrics),
              "--max-connections", "0", "--log-level", "WARNING"],

@@ -41,32 +41,31 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rackguard.protocol.api_versions import (  # noqa: E402
+from benchmarks.fuzz_admin import admin_targets  # noqa: E402
+from benchmarks.fuzz_locality import locality_targets  # noqa: E402
+from protocol.api_versions import (  # noqa: E402
     PROXY_VERSION_CAPS,
     cap_api_versions,
     read_api_versions,
 )
-from rackguard.protocol.apis import API_NAMES  # noqa: E402
-from rackguard.protocol.describe_cluster import rewrite_describe_cluster  # noqa: E402
-from rackguard.protocol.describe_configs import read_min_insync_replicas  # noqa: E402
-from rackguard.protocol.find_coordinator import rewrite_find_coordinator  # noqa: E402
-from rackguard.protocol.framing import EAGER_MAX, FrameSplitter  # noqa: E402
-from rackguard.protocol.headers import parse_request_header  # noqa: E402
-from rackguard.protocol.metadata import read_metadata, rewrite_metadata_brokers  # noqa: E402
-from rackguard.protocol.primitives import ProtocolError  # noqa: E402
-from rackguard.protocol.produce_endpoints import (  # noqa: E402
+from protocol.apis import API_NAMES  # noqa: E402
+from protocol.describe_cluster import rewrite_describe_cluster  # noqa: E402
+from protocol.describe_configs import read_min_insync_replicas  # noqa: E402
+from protocol.find_coordinator import rewrite_find_coordinator  # noqa: E402
+from protocol.framing import EAGER_MAX, FrameSplitter  # noqa: E402
+from protocol.headers import parse_request_header  # noqa: E402
+from protocol.metadata import read_metadata, rewrite_metadata_brokers  # noqa: E402
+from protocol.primitives import ProtocolError  # noqa: E402
+from protocol.produce_endpoints import (  # noqa: E402
     rewrite_produce_response_endpoints,
 )
-from rackguard.protocol.produce_request import walk_produce_request  # noqa: E402
-from rackguard.protocol.produce_response import parse_produce_response  # noqa: E402
-from rackguard.protocol.sasl import (  # noqa: E402
+from protocol.produce_request import walk_produce_request  # noqa: E402
+from protocol.produce_response import parse_produce_response  # noqa: E402
+from protocol.sasl import (  # noqa: E402
     read_authenticate_outcome,
     read_handshake_mechanism,
     read_handshake_response,
 )
-
-from benchmarks.fuzz_admin import admin_targets  # noqa: E402
-from benchmarks.fuzz_locality import locality_targets  # noqa: E402
 
 ALLOC_FACTOR = 64
 ALLOC_SLACK = 64 * 1024
@@ -109,9 +108,9 @@ def _walk(data: bytes) -> object:
 
 def _simulator() -> Callable[[Any, int], bytes]:
     """``ask(request, version)``: the simulator's answer to a kafka-python request."""
-    from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
-    from rackguard.simulator.core import SimCore
-    from rackguard.simulator.dispatch import dispatch
+    from simulator.config import SimulatorConfig, TopicSpec, racked_brokers
+    from simulator.core import SimCore
+    from simulator.dispatch import dispatch
 
     core = SimCore(SimulatorConfig(brokers=racked_brokers(3, ["a", "b", "c"]),
                                    topics=[TopicSpec("orders", 3, 3)]))
@@ -138,9 +137,9 @@ def _seed_frames(ask: Callable[[Any, int], bytes]) -> dict[str, list[tuple[int, 
         SaslHandshakeRequest,
         SaslHandshakeResponse,
     )
-    from rackguard.protocol.headers import response_frame
 
     from benchmarks.produce_frames import kp_request, kp_response, make_batch, tid
+    from protocol.headers import response_frame
 
     seeds: dict[str, list[tuple[int, bytes]]] = {}
     seeds["metadata"] = [(v, ask(KPMetadata(version=v, topics=[] if v == 0 else None,

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from rackguard.protocol.alter_configs import (
+from protocol.alter_configs import (
     ALTER_CONFIGS,
     INCREMENTAL_ALTER_CONFIGS,
     encode_alter_configs_request,
@@ -24,24 +24,24 @@ from rackguard.protocol.alter_configs import (
     parse_alter_configs_request,
     parse_alter_configs_response,
 )
-from rackguard.protocol.create_partitions import (
+from protocol.create_partitions import (
     encode_create_partitions_request,
     encode_create_partitions_response,
     parse_create_partitions_request,
     parse_create_partitions_response,
 )
-from rackguard.protocol.create_topics import (
+from protocol.create_topics import (
     encode_create_topics_request,
     encode_create_topics_response,
     parse_create_topics_request,
     parse_create_topics_response,
 )
-from rackguard.protocol.describe_configs_rewrite import (
+from protocol.describe_configs_rewrite import (
     encode_describe_configs_response,
     parse_describe_configs_request,
     parse_describe_configs_response,
 )
-from rackguard.protocol.headers import parse_request_header
+from protocol.headers import parse_request_header
 
 Ask = Callable[[Any, int], bytes]  # a kafka-python request, version -> the simulator's answer
 Spec = tuple[str, Callable[[bytes], object], list[bytes]]  # name, decoder, seeds

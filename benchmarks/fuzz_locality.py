@@ -15,16 +15,15 @@ import struct
 import uuid
 from collections.abc import Callable
 
-from rackguard.protocol.consumer_group_heartbeat import fill_heartbeat_rack
-from rackguard.protocol.consumer_subscription import parse_subscription, with_rack
-from rackguard.protocol.fetch_request import fill_fetch_rack, read_fetch_rack
-from rackguard.protocol.fetch_response import fetch_response_traffic
-from rackguard.protocol.headers import parse_request_header
-from rackguard.protocol.join_group import fill_join_group_rack
-from rackguard.protocol.primitives import encode_array_len, encode_string, pack_int32
-from rackguard.proxy.locality.rules import subscription_choice
-
 from benchmarks.fuzz_admin import Spec, framed
+from protocol.consumer_group_heartbeat import fill_heartbeat_rack
+from protocol.consumer_subscription import parse_subscription, with_rack
+from protocol.fetch_request import fill_fetch_rack, read_fetch_rack
+from protocol.fetch_response import fetch_response_traffic
+from protocol.headers import parse_request_header
+from protocol.join_group import fill_join_group_rack
+from protocol.primitives import encode_array_len, encode_string, pack_int32
+from proxy.locality.rules import subscription_choice
 
 RACK = "europe-west1-b"
 TOPIC_ID = uuid.UUID(bytes=bytes(range(16)))

@@ -13,9 +13,8 @@ import sys
 import time
 from collections.abc import Iterator
 
-from rackguard.protocol.primitives import ProtocolError
-
 from benchmarks.fuzz import EDGE_INTS, Target, targets
+from protocol.primitives import ProtocolError
 
 EDGE_SHORTS = (-1, 0, 1, 0x7FFF, -0x8000)
 

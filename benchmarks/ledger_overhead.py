@@ -26,22 +26,22 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from prometheus_client import CollectorRegistry  # noqa: E402
-from rackguard.protocol.headers import parse_request_header  # noqa: E402
-from rackguard.protocol.produce import ProduceRequest, walk_produce_request  # noqa: E402
-from rackguard.proxy.cluster.view import ClusterView, ClusterViewStore  # noqa: E402
-from rackguard.proxy.enforce.enforcement import EnforcementSettings, RackEnforcer  # noqa: E402
-from rackguard.proxy.enforce.metrics import EnforcementMetrics  # noqa: E402
-from rackguard.proxy.enforce.policy import (
+
+from benchmarks.micro import snapshot  # noqa: E402
+from benchmarks.produce_frames import kp_request, kp_response, make_batch  # noqa: E402
+from protocol.headers import parse_request_header  # noqa: E402
+from protocol.produce import ProduceRequest, walk_produce_request  # noqa: E402
+from proxy.cluster.view import ClusterView, ClusterViewStore  # noqa: E402
+from proxy.enforce.enforcement import EnforcementSettings, RackEnforcer  # noqa: E402
+from proxy.enforce.metrics import EnforcementMetrics  # noqa: E402
+from proxy.enforce.policy import (
     Decision,  # noqa: E402
     RackRule,  # noqa: E402
     decide,  # noqa: E402
 )
-from rackguard.proxy.ledger.recorder import DecisionLedger, LedgerConfig  # noqa: E402
-from rackguard.proxy.ledger.rows import NATIVE_ROWS, ProduceEntry, RowFormatter  # noqa: E402
-from rackguard.proxy.relay.actions import ClientInfo, Forward  # noqa: E402
-
-from benchmarks.micro import snapshot  # noqa: E402
-from benchmarks.produce_frames import kp_request, kp_response, make_batch  # noqa: E402
+from proxy.ledger.recorder import DecisionLedger, LedgerConfig  # noqa: E402
+from proxy.ledger.rows import NATIVE_ROWS, ProduceEntry, RowFormatter  # noqa: E402
+from proxy.relay.actions import ClientInfo, Forward  # noqa: E402
 
 CLIENT = ClientInfo("10.0.0.1:40000", "node-1")
 

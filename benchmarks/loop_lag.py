@@ -58,14 +58,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kafka.protocol.admin import DescribeConfigsResponse  # noqa: E402
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse  # noqa: E402
-from rackguard.protocol.metadata import read_metadata  # noqa: E402
-from rackguard.protocol.primitives import encode_array_len, encode_string  # noqa: E402
-from rackguard.proxy.cluster.feeder import ViewFeeder  # noqa: E402
-from rackguard.proxy.cluster.poller import MetadataPoller  # noqa: E402
-from rackguard.proxy.cluster.view import ClusterView, ClusterViewStore  # noqa: E402
-from rackguard.proxy.settings import load_settings  # noqa: E402
 
 from benchmarks.micro import metadata_frame  # noqa: E402
+from protocol.metadata import read_metadata  # noqa: E402
+from protocol.primitives import encode_array_len, encode_string  # noqa: E402
+from proxy.cluster.feeder import ViewFeeder  # noqa: E402
+from proxy.cluster.poller import MetadataPoller  # noqa: E402
+from proxy.cluster.view import ClusterView, ClusterViewStore  # noqa: E402
+from proxy.settings import load_settings  # noqa: E402
 
 _SETTLE_S = 0.15  # probing goes on this long after the last absorb (the old view's release)
 _RACKS = ("rack-a", "rack-b", "rack-c")
@@ -392,7 +392,7 @@ async def measure_steady(broker: FakeBroker, partitions: int, refreshes: int
 
 
 def run_steady(args: argparse.Namespace) -> None:
-    importlib.import_module("rackguard.proxy.app")  # the serving proxy's modules, loaded
+    importlib.import_module("proxy.app")  # the serving proxy's modules, loaded
     label = f"{args.partitions:,} partitions in {args.topics:,} topics, steady state"
     frames = {v: describe_configs_frame(args.topics, v, all_configs=False) for v in (2, 3)}
     broker = FakeBroker(partial(many_topics_metadata, args.partitions, args.topics),

@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from rackguard.protocol.addresses import BrokerAddress
-from rackguard.protocol.metadata import MetadataSnapshot, PartitionMetadata, TopicMetadata
-from rackguard.proxy.cluster.view import ClusterViewStore
-from rackguard.proxy.enforce.policy import RackRule
-from rackguard.proxy.ops.kip_metrics import PartitionSeries, RackCoverageCollector
+from protocol.addresses import BrokerAddress
+from protocol.metadata import MetadataSnapshot, PartitionMetadata, TopicMetadata
+from proxy.cluster.view import ClusterViewStore
+from proxy.enforce.policy import RackRule
+from proxy.ops.kip_metrics import PartitionSeries, RackCoverageCollector
 
 RACKS = ("rack-a", "rack-b", "rack-c")
 MODES: tuple[tuple[bool, PartitionSeries], ...] = (

@@ -22,32 +22,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kafka.protocol.metadata import MetadataResponse  # noqa: E402
 from prometheus_client import CollectorRegistry  # noqa: E402
-from rackguard.protocol.addresses import BrokerAddress  # noqa: E402
-from rackguard.protocol.framing import FrameSplitter, ReadMemory  # noqa: E402
-from rackguard.protocol.headers import parse_request_header  # noqa: E402
-from rackguard.protocol.metadata import (  # noqa: E402
+
+from benchmarks.produce_frames import kp_request, kp_response, make_batch  # noqa: E402
+from protocol.addresses import BrokerAddress  # noqa: E402
+from protocol.framing import FrameSplitter, ReadMemory  # noqa: E402
+from protocol.headers import parse_request_header  # noqa: E402
+from protocol.metadata import (  # noqa: E402
     MetadataSnapshot,
     PartitionMetadata,
     TopicMetadata,
     read_metadata,
     rewrite_metadata_brokers,
 )
-from rackguard.protocol.produce import (  # noqa: E402
+from protocol.produce import (  # noqa: E402
     peek_acks,
     rewrite_produce_response_endpoints_seen,
     walk_produce_request,
 )
-from rackguard.proxy.cluster.view import ClusterViewStore  # noqa: E402
-from rackguard.proxy.enforce.enforcement import EnforcementSettings, RackEnforcer  # noqa: E402
-from rackguard.proxy.enforce.metrics import EnforcementMetrics  # noqa: E402
-from rackguard.proxy.enforce.policy import RackRule, decide  # noqa: E402
-from rackguard.proxy.ops.metrics import ProxyMetrics  # noqa: E402
-from rackguard.proxy.relay.actions import ClientInfo  # noqa: E402
-
-from benchmarks.produce_frames import kp_request, kp_response, make_batch  # noqa: E402
+from proxy.cluster.view import ClusterViewStore  # noqa: E402
+from proxy.enforce.enforcement import EnforcementSettings, RackEnforcer  # noqa: E402
+from proxy.enforce.metrics import EnforcementMetrics  # noqa: E402
+from proxy.enforce.policy import RackRule, decide  # noqa: E402
+from proxy.ops.metrics import ProxyMetrics  # noqa: E402
+from proxy.relay.actions import ClientInfo  # noqa: E402
 
 if TYPE_CHECKING:
-    from rackguard.proxy.app import Rackguard
+    from proxy.app import Rackguard
 
 RACKS = ["rack-a", "rack-b", "rack-c"]
 
@@ -156,8 +156,8 @@ def round_trip(min_racks: int, version: int) -> Callable[[], None]:
     """One acks=all, 1-partition Produce through a ClientConnection and its response back,
     without sockets: the request read, hook, metrics, forward, response match and
     transform, write to the client. ``min_racks`` 1: policy off; 2: observe mode."""
-    from rackguard.proxy.app import Rackguard
-    from rackguard.proxy.settings import Settings
+    from proxy.app import Rackguard
+    from proxy.settings import Settings
 
     settings = Settings(upstream=("127.0.0.1:1",), min_insync_racks=min_racks, observe=True,
                         max_metadata_age_ms=10**9)
@@ -230,8 +230,8 @@ def fetch_round_trip(rack: str | None, version: int, partitions: int,
     without client_rack; a rack no broker has fills every request and walks no answer."""
     import asyncio
 
-    from rackguard.proxy.app import Rackguard
-    from rackguard.proxy.settings import Settings
+    from proxy.app import Rackguard
+    from proxy.settings import Settings
 
     app = Rackguard(Settings(upstream=("127.0.0.1:1",), client_rack=rack,
                              max_metadata_age_ms=10**9))

@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rackguard.pipeline.jobs import make_report, write_report  # noqa: E402
-from rackguard.pipeline.session import build_session  # noqa: E402
+from pipeline.jobs import make_report, write_report  # noqa: E402
+from pipeline.session import build_session  # noqa: E402
 
 T0 = 1_700_000_000.0
 RACKS = (["rack-a"], ["rack-a", "rack-b"], ["rack-a", "rack-b", "rack-c"])

@@ -16,7 +16,8 @@ from typing import Any
 from kafka.protocol.producer import ProduceRequest as KPRequest
 from kafka.protocol.producer import ProduceResponse as KPResponse
 from kafka.record.memory_records import MemoryRecordsBuilder
-from rackguard.protocol.produce import TopicKey
+
+from protocol.produce import TopicKey
 
 TopicSpec = tuple[TopicKey, Sequence[tuple[int, bytes | None]]]
 VERSIONS = range(3, 14)

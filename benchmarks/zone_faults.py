@@ -28,9 +28,10 @@ import urllib.request
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
-from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
-from rackguard.simulator.faults import Fault
-from rackguard.simulator.threaded import ThreadedCluster
+
+from simulator.config import SimulatorConfig, TopicSpec, racked_brokers
+from simulator.faults import Fault
+from simulator.threaded import ThreadedCluster
 
 RACKS = ("rack-a", "rack-b", "rack-c")
 MODES = ("kill", "hang", "blackhole", "partition-proxy")

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rackguard.pipeline.dump_offsets import dump_topics, write_rows
-from rackguard.pipeline.progress import Progress
+from pipeline.dump_offsets import dump_topics, write_rows
+from pipeline.progress import Progress
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None, spark: SparkSession | None = None) -> int:
-    from rackguard.pipeline.session import missing_requirement, session_for
+    from pipeline.session import missing_requirement, session_for
 
     args = build_parser().parse_args(argv)
     out = Path(args.out)
@@ -63,9 +63,9 @@ def main(argv: list[str] | None = None, spark: SparkSession | None = None) -> in
         print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
     progress = Progress(PROG)
-    from rackguard.pipeline.jobs import print_summary, write_report
-    from rackguard.pipeline.ledger_io import read_ledger
-    from rackguard.pipeline.reports import audit_loss, produce_rows
+    from pipeline.jobs import print_summary, write_report
+    from pipeline.ledger_io import read_ledger
+    from pipeline.reports import audit_loss, produce_rows
 
     try:
         with session_for(spark, args.master, progress) as session:

@@ -17,7 +17,8 @@ import math
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
-from rackguard.pipeline.charts import CoverageSeries
+
+from pipeline.charts import CoverageSeries
 
 MAX_STEPS = 120
 _STEPS = (0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200,

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rackguard.pipeline.progress import Progress
+from pipeline.progress import Progress
 
 Row = tuple[str, int, int, int, str | None]
 FORMATS = {".parquet": "parquet", ".jsonl": "jsonl", ".json": "jsonl"}

@@ -2,7 +2,7 @@
 
 Invariant: pure Python over already-collected values (no Spark, no network,
 no script, no external asset): the file opens anywhere, offline. Every value
-is escaped and shown with its label and unit (rackguard.pipeline.labels); no JSON in a
+is escaped and shown with its label and unit (pipeline.labels); no JSON in a
 cell, and no table that repeats the key figures.
 """
 
@@ -13,9 +13,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rackguard.pipeline.charts import Chart
-from rackguard.pipeline.labels import label, table_title, utc_time, value_text
-from rackguard.pipeline.verdicts import Verdict
+from pipeline.charts import Chart
+from pipeline.labels import label, table_title, utc_time, value_text
+from pipeline.verdicts import Verdict
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;

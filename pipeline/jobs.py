@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if __package__ in (None, ""):  # run as a script (spark-submit pipeline/jobs.py): the
-    # installed rackguard.pipeline is used; the script's own folder must not shadow modules
+    # installed pipeline is used; the script's own folder must not shadow modules
     _here = str(Path(__file__).resolve().parent)
     sys.path[:] = [p for p in sys.path if p and Path(p).resolve() != Path(_here)]
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from rackguard.pipeline.reports import Report
+
+    from pipeline.reports import Report
 
 REPORTS = ("durability", "whatif", "placement", "audit-loss")
 HTML_ROWS = 200
@@ -83,8 +84,8 @@ def build_parser(prog: str = "rackguard report", default_master: str | None = No
 
 
 def make_report(spark: SparkSession, args: argparse.Namespace) -> Report:
-    from rackguard.pipeline.ledger_io import read_ledger
-    from rackguard.pipeline.reports import audit_loss, durability, placement, whatif
+    from pipeline.ledger_io import read_ledger
+    from pipeline.reports import audit_loss, durability, placement, whatif
 
     ledger = read_ledger(spark, args.ledger)
     if args.report == "durability":
@@ -114,7 +115,7 @@ def _for_csv(df: DataFrame) -> DataFrame:
 def write_report(report: Report, out: Path, fmt: str) -> dict[str, Any]:
     """Tables, summary.json, the charts and report.html under ``out``; returns the table
     row counts."""
-    from rackguard.pipeline.html_report import render
+    from pipeline.html_report import render
 
     out.mkdir(parents=True, exist_ok=True)
     shown: dict[str, tuple[list[str], list[list[Any]], int]] = {}
@@ -151,7 +152,7 @@ def _plain(v: Any) -> Any:
 
 def print_summary(report: Report, out: Path, counts: dict[str, Any]) -> None:
     """Key figures, tables and notes; then the verdict and the page's path, last."""
-    from rackguard.pipeline.labels import label, table_title, value_text
+    from pipeline.labels import label, table_title, value_text
 
     s = report.summary
     print(f"rackguard {report.name} report")
@@ -177,12 +178,12 @@ def print_summary(report: Report, out: Path, counts: dict[str, Any]) -> None:
 
 def run(argv: list[str], spark: SparkSession | None = None, prog: str = "rackguard report",
         default_master: str | None = None) -> int:
-    from rackguard.pipeline.progress import Progress
+    from pipeline.progress import Progress
 
     args = build_parser(prog, default_master).parse_args(argv)
     out = Path(args.out or f"rackguard-{args.report}")
     progress = Progress(prog)
-    from rackguard.pipeline.session import missing_requirement, session_for
+    from pipeline.session import missing_requirement, session_for
 
     problem = missing_requirement() if spark is None else None
     if problem is not None:

@@ -4,7 +4,7 @@ Decision lines come in two schemas, read together into the same rows (one per
 partition, the v1 columns and ``malformed``): v1 writes one line per
 partition with every field named; v2 writes one line per recorded request, its
 fields once and each partition as an array of the proxy's
-``rackguard.proxy.ledger.schema.PARTITION_FIELDS``, in that order.
+``proxy.ledger.schema.PARTITION_FIELDS``, in that order.
 
 Invariant: every line read is either a valid row or counted as malformed
 (``malformed`` column true), never silently dropped: a line that is not JSON,
@@ -39,7 +39,8 @@ from pyspark.sql.types import (
     StructField,
     StructType,
 )
-from rackguard.proxy.ledger.schema import DECISIONS, PARTITION_FIELDS
+
+from proxy.ledger.schema import DECISIONS, PARTITION_FIELDS
 
 CORRUPT = "_corrupt_record"
 _LINE_REQUIRED = ("ts", "instance", "req")

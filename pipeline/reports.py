@@ -29,11 +29,12 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
-from rackguard.pipeline import charts, coverage, verdicts
-from rackguard.pipeline.charts import Chart
-from rackguard.pipeline.labels import human_bytes, percent
-from rackguard.pipeline.ledger_io import CORRUPT, Ledger, read_offsets
-from rackguard.pipeline.verdicts import Verdict
+
+from pipeline import charts, coverage, verdicts
+from pipeline.charts import Chart
+from pipeline.labels import human_bytes, percent
+from pipeline.ledger_io import CORRUPT, Ledger, read_offsets
+from pipeline.verdicts import Verdict
 
 
 @dataclass

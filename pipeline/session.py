@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rackguard.pipeline.progress import Progress
+from pipeline.progress import Progress
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

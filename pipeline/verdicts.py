@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rackguard.pipeline.labels import count, human_bytes, human_seconds, percent, utc_time
+from pipeline.labels import count, human_bytes, human_seconds, percent, utc_time
 
 OUTAGE_PROCEDURE = ("lower min.insync.racks for the topics that must stay writable while the "
                     "rack is out, and restore it when the rack is back (the outage "

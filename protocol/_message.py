@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 
-from rackguard.protocol.primitives import (
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     encode_array_len,

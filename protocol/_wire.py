@@ -1,7 +1,7 @@
 """Private helpers shared by the response codecs (metadata, find_coordinator,
 describe_cluster, api_versions): frame checks, string spans, address encoding.
 The primitive readers (integers, lengths, arrays: ``read_array_len`` with one
-null rule, chosen by ``nullable``) are :mod:`rackguard.protocol.primitives`', for every
+null rule, chosen by ``nullable``) are :mod:`protocol.primitives`', for every
 codec alike.
 
 Invariant: every helper raises :class:`ProtocolError` for bad input and
@@ -16,8 +16,8 @@ import struct
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-from rackguard.protocol.headers import response_body_offset
-from rackguard.protocol.primitives import (
+from protocol.headers import response_body_offset
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     encode_string,

@@ -6,11 +6,11 @@ and ``validate_only``; IncrementalAlterConfigs adds an operation per config. The
 responses are identical: one (error, message, type, name) per resource. The proxy
 takes some entries out of a request, forwards the rest, and merges the broker's
 per-resource answers with its own in request order, as Produce is split and
-merged (:mod:`rackguard.protocol.produce_response`).
+merged (:mod:`protocol.produce_response`).
 
 Invariants: ``encode_alter_configs_request(parse(...))`` gives back the request's
 bytes (tagged fields kept raw); every parser raises
-:class:`~rackguard.protocol.primitives.ProtocolError` and nothing else for bad
+:class:`~protocol.primitives.ProtocolError` and nothing else for bad
 input, trailing bytes included. No I/O.
 """
 
@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rackguard.protocol._message import NO_TAGS, Reader, Writer, request_frame
-from rackguard.protocol._wire import check_frame, guard
-from rackguard.protocol.headers import RequestHeader, response_frame
-from rackguard.protocol.primitives import (
+from protocol._message import NO_TAGS, Reader, Writer, request_frame
+from protocol._wire import check_frame, guard
+from protocol.headers import RequestHeader, response_frame
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     encode_string,

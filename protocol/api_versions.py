@@ -50,13 +50,13 @@ from collections.abc import Collection, Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
-from rackguard.protocol._wire import (
+from protocol._wire import (
     as_view,
     check_frame,
     expect_end,
     finish_frame,
 )
-from rackguard.protocol.primitives import (
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     encode_array_len,

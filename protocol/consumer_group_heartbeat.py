@@ -11,7 +11,7 @@ Invariants: the request is read only up to rack_id; :func:`fill_heartbeat_rack`
 returns None (forward the original bytes) unless the member epoch is 0 and rack_id is
 null or empty; a filled request is the original bytes with a new size prefix and only
 rack_id replaced. Malformed input up to rack_id raises
-:class:`~rackguard.protocol.primitives.ProtocolError` and nothing else (the rest is the
+:class:`~protocol.primitives.ProtocolError` and nothing else (the rest is the
 broker's to judge).
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 
-from rackguard.protocol.primitives import (
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     encode_string,

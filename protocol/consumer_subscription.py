@@ -22,7 +22,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from rackguard.protocol.primitives import (
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     encode_string,

@@ -10,7 +10,7 @@ fields are kept raw.
 
 Invariants: ``encode_create_partitions_request(parse(...))`` and
 ``encode_create_partitions_response(parse(...))`` give back the original bytes; every
-parser raises :class:`~rackguard.protocol.primitives.ProtocolError` and nothing else
+parser raises :class:`~protocol.primitives.ProtocolError` and nothing else
 for bad input, trailing bytes included. No I/O.
 """
 
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rackguard.protocol._message import Reader, Writer, request_frame
-from rackguard.protocol._wire import check_frame, guard
-from rackguard.protocol.headers import RequestHeader, response_frame
-from rackguard.protocol.primitives import Buffer, ProtocolError
+from protocol._message import Reader, Writer, request_frame
+from protocol._wire import check_frame, guard
+from protocol.headers import RequestHeader, response_frame
+from protocol.primitives import Buffer, ProtocolError
 
 API_KEY = 37
 MAX_VERSION = 3

@@ -12,7 +12,7 @@ answer's tagged ``topic_config_error_code``) are kept raw.
 
 Invariants: ``encode_create_topics_request(parse(...))`` and
 ``encode_create_topics_response(parse(...))`` give back the original bytes; every
-parser raises :class:`~rackguard.protocol.primitives.ProtocolError` and nothing
+parser raises :class:`~protocol.primitives.ProtocolError` and nothing
 else for bad input, trailing bytes included. No I/O.
 """
 
@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rackguard.protocol._message import Reader, Writer, request_frame
-from rackguard.protocol._wire import check_frame, guard
-from rackguard.protocol.headers import RequestHeader, response_frame
-from rackguard.protocol.primitives import Buffer, ProtocolError
+from protocol._message import Reader, Writer, request_frame
+from protocol._wire import check_frame, guard
+from protocol.headers import RequestHeader, response_frame
+from protocol.primitives import Buffer, ProtocolError
 
 API_KEY = 19
 MAX_VERSION = 7

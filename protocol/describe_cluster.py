@@ -19,7 +19,7 @@ to do with such a response (:func:`describe_cluster_endpoint_type`).
 
 from __future__ import annotations
 
-from rackguard.protocol._wire import (
+from protocol._wire import (
     as_view,
     check_frame,
     decode_span,
@@ -28,8 +28,8 @@ from rackguard.protocol._wire import (
     finish_frame,
     string_span,
 )
-from rackguard.protocol.addresses import AddressMapper, BrokerAddress
-from rackguard.protocol.primitives import (
+from protocol.addresses import AddressMapper, BrokerAddress
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     need,

@@ -9,7 +9,7 @@ hundred topics, so a caller on a worker thread can let others run.
 
 Invariants: the request is byte for byte what kafka-python encodes (without
 synonyms or documentation); the reader returns exactly the topics without an
-error that carry the config, and raises :class:`~rackguard.protocol.primitives.ProtocolError`
+error that carry the config, and raises :class:`~protocol.primitives.ProtocolError`
 and nothing else for a malformed frame, trailing bytes included. No I/O.
 """
 
@@ -18,9 +18,9 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Collection, Iterable
 
-from rackguard.protocol.apis import ApiKey
-from rackguard.protocol.headers import response_body_offset
-from rackguard.protocol.primitives import (
+from protocol.apis import ApiKey
+from protocol.headers import response_body_offset
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     encode_array_len,

@@ -2,7 +2,7 @@
 the request decoded into resources, the response decoded whole, entries added to
 it, and encoded again.
 
-:mod:`rackguard.protocol.describe_configs` is the poller's fast path (one config of
+:mod:`protocol.describe_configs` is the poller's fast path (one config of
 thousands of topics, nothing else decoded); this module serves the rarer client
 request, where the proxy adds configs of its own (``min.insync.racks``) to the
 broker's answer for some resources. Version differences: v0 has ``is_default``
@@ -11,7 +11,7 @@ where v1+ has ``config_source`` and synonyms; v3+ adds ``config_type`` and
 
 Invariants: ``encode_describe_configs_response(parse(...))`` gives back the
 response's bytes; every parser raises
-:class:`~rackguard.protocol.primitives.ProtocolError` and nothing else for bad
+:class:`~protocol.primitives.ProtocolError` and nothing else for bad
 input, trailing bytes included. No I/O.
 """
 
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rackguard.protocol._message import Reader, Writer
-from rackguard.protocol._wire import check_frame, guard
-from rackguard.protocol.headers import RequestHeader, response_frame
-from rackguard.protocol.primitives import Buffer, ProtocolError
+from protocol._message import Reader, Writer
+from protocol._wire import check_frame, guard
+from protocol.headers import RequestHeader, response_frame
+from protocol.primitives import Buffer, ProtocolError
 
 API_KEY = 32
 MAX_VERSION = 4

@@ -12,7 +12,7 @@ anything (or, for a request of a shape it has walked, checks the bytes that walk
 prefix and only the ``rack_id`` field replaced: every byte before it and every tagged
 field after it is the client's own. Versions below 11 have no rack and are never read.
 Malformed input (truncation, negative lengths, trailing bytes) raises
-:class:`~rackguard.protocol.primitives.ProtocolError` and nothing else.
+:class:`~protocol.primitives.ProtocolError` and nothing else.
 
 Layout (Kafka's FetchRequest.json): replica_id (int32, v0-14), max_wait_ms, min_bytes,
 max_bytes (v3+), isolation_level (int8, v4+), session_id and session_epoch (v7+),
@@ -30,8 +30,8 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import NamedTuple
 
-from rackguard.protocol.headers import parse_request_header
-from rackguard.protocol.primitives import (
+from protocol.headers import parse_request_header
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     encode_string,

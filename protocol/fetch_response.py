@@ -5,7 +5,7 @@ Invariants: :func:`fetch_response_traffic` walks the response without copying
 anything (record sets are skipped by their length) and changes nothing; the proxy
 forwards the frame it was given. Malformed input (truncation, negative lengths,
 trailing bytes, a version outside 0-15) raises
-:class:`~rackguard.protocol.primitives.ProtocolError` and nothing else.
+:class:`~protocol.primitives.ProtocolError` and nothing else.
 
 Layout (Kafka's FetchResponse.json): throttle_time_ms (v1+), error_code and session_id
 (v7+), responses[] { topic (string, v0-12) | topic_id (uuid, v13+), partitions[] {
@@ -20,8 +20,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from rackguard.protocol._wire import check_frame
-from rackguard.protocol.primitives import (
+from protocol._wire import check_frame
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     need,

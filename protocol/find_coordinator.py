@@ -17,7 +17,7 @@ Shapes (FindCoordinatorResponse.json): v0 ``error, node, host, port``; v1-v3
 
 from __future__ import annotations
 
-from rackguard.protocol._wire import (
+from protocol._wire import (
     as_view,
     check_frame,
     decode_span,
@@ -26,8 +26,8 @@ from rackguard.protocol._wire import (
     finish_frame,
     string_span,
 )
-from rackguard.protocol.addresses import AddressMapper, BrokerAddress
-from rackguard.protocol.primitives import (
+from protocol.addresses import AddressMapper, BrokerAddress
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     encode_string,

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import struct
 
-from rackguard.protocol.primitives import ProtocolError
+from protocol.primitives import ProtocolError
 
 DEFAULT_MAX_FRAME_SIZE = 100 * 1024 * 1024
 # Scratch buffer for reads when no large frame is pending (one per thread is enough).

@@ -8,7 +8,7 @@ versions (request header v2 / response header v1 when flexible), except that
 ApiVersions responses always use response header v0.
 Frames here include their 4-byte size prefix. A malformed header (too short,
 a client id or tagged field running past the frame, invalid UTF-8 in the
-client id) raises :class:`~rackguard.protocol.primitives.ProtocolError` and nothing else.
+client id) raises :class:`~protocol.primitives.ProtocolError` and nothing else.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from rackguard.protocol.apis import FLEXIBLE_FROM, ApiKey, is_flexible
-from rackguard.protocol.primitives import (
+from protocol.apis import FLEXIBLE_FROM, ApiKey, is_flexible
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     pack_int32,

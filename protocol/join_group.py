@@ -11,17 +11,17 @@ least one protocol's metadata changed. A rewritten request is the original bytes
 a new size prefix and the protocols array re-encoded: every other byte (header, group
 and member ids, reason, tagged fields, each protocol's name and tagged fields, the
 metadata of protocols left alone) is the client's own. What a protocol's metadata
-becomes is :func:`~rackguard.protocol.consumer_subscription.with_rack`'s answer, asked
+becomes is :func:`~protocol.consumer_subscription.with_rack`'s answer, asked
 only for the protocols ``choose`` names. Malformed input raises
-:class:`~rackguard.protocol.primitives.ProtocolError` and nothing else.
+:class:`~protocol.primitives.ProtocolError` and nothing else.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from rackguard.protocol.consumer_subscription import with_rack
-from rackguard.protocol.primitives import (
+from protocol.consumer_subscription import with_rack
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     encode_array_len,

@@ -48,7 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from rackguard.protocol._wire import (
+from protocol._wire import (
     as_view,
     check_frame,
     decode_span,
@@ -57,8 +57,8 @@ from rackguard.protocol._wire import (
     guard,
     string_span,
 )
-from rackguard.protocol.addresses import AddressMapper, BrokerAddress
-from rackguard.protocol.primitives import (
+from protocol.addresses import AddressMapper, BrokerAddress
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     need,

@@ -1,22 +1,22 @@
 """Produce (api key 0, v3-v13): the one import point for the proxy.
 
 Invariant: sans-IO and zero-copy for record bytes. The request side
-(:mod:`rackguard.protocol.produce_request`) walks frames into spans and rewrites them by
-slicing; the response side (:mod:`rackguard.protocol.produce_response`) builds, parses and
-merges responses; :mod:`rackguard.protocol.produce_endpoints` rewrites NodeEndpoints.
-Malformed input raises :class:`~rackguard.protocol.primitives.ProtocolError` only. This
+(:mod:`protocol.produce_request`) walks frames into spans and rewrites them by
+slicing; the response side (:mod:`protocol.produce_response`) builds, parses and
+merges responses; :mod:`protocol.produce_endpoints` rewrites NodeEndpoints.
+Malformed input raises :class:`~protocol.primitives.ProtocolError` only. This
 module only re-exports.
 """
 
 from __future__ import annotations
 
-from rackguard.protocol.produce_endpoints import (
+from protocol.produce_endpoints import (
     EndpointMapper,
     produce_response_endpoints,
     rewrite_produce_response_endpoints,
     rewrite_produce_response_endpoints_seen,
 )
-from rackguard.protocol.produce_request import (
+from protocol.produce_request import (
     BatchInfo,
     PartitionData,
     ProduceRequest,
@@ -31,7 +31,7 @@ from rackguard.protocol.produce_request import (
     record_count,
     walk_produce_request,
 )
-from rackguard.protocol.produce_response import (
+from protocol.produce_response import (
     LeaderIdAndEpoch,
     NodeEndpoint,
     PartitionResult,

@@ -10,7 +10,7 @@ Every v10+ response is walked whole (its top-level tagged fields sit after all i
 partitions, and no shorter check can tell NodeEndpoints from a partition's bytes),
 with the usual shapes (short lengths, empty tagged fields, no record errors) read
 inline. Malformed input raises
-:class:`~rackguard.protocol.primitives.ProtocolError` and nothing else.
+:class:`~protocol.primitives.ProtocolError` and nothing else.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from rackguard.protocol.headers import response_body_offset
-from rackguard.protocol.primitives import (
+from protocol.headers import response_body_offset
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     encode_string,
@@ -27,13 +27,13 @@ from rackguard.protocol.primitives import (
     pack_int32,
     read_uvarint,
 )
-from rackguard.protocol.produce_request import (
+from protocol.produce_request import (
     FIRST_TOPIC_ID_VERSION,
     MAX_PRODUCE_VERSION,
     MIN_PRODUCE_VERSION,
     PRODUCE_API_KEY,
 )
-from rackguard.protocol.produce_response import (
+from protocol.produce_response import (
     FIRST_LEADER_HINT_VERSION,
     NodeEndpoint,
     read_checked_array_len,

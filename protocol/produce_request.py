@@ -5,7 +5,7 @@ offsets (spans) into the caller's frame, never slices of it; :func:`drop_partiti
 builds the new frame by joining slices of the original frame, so every byte it
 keeps (header, transactional id, tagged fields, record sets) is the original byte.
 Any malformed input (truncation, negative lengths, trailing garbage, a version
-outside 3-13) raises :class:`~rackguard.protocol.primitives.ProtocolError` and nothing else.
+outside 3-13) raises :class:`~protocol.primitives.ProtocolError` and nothing else.
 All spans are offsets into the frame *including* its 4-byte size prefix.
 
 Layout (Kafka's ProduceRequest.json): transactional_id (nullable string), acks
@@ -21,8 +21,8 @@ from collections.abc import Callable, Iterator, Set
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from rackguard.protocol.headers import RequestHeader
-from rackguard.protocol.primitives import (
+from protocol.headers import RequestHeader
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     encode_array_len,

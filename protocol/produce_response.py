@@ -5,8 +5,8 @@ writes exactly the fields the version has (Kafka's ProduceResponse.json) and
 :func:`parse_produce_response` reads them back, keeping unknown tagged fields so a
 rebuilt response loses nothing a newer broker added. :func:`merge_produce_responses`
 answers partitions in the original request's order.
-Malformed input raises :class:`~rackguard.protocol.primitives.ProtocolError` and nothing else.
-NodeEndpoints rewriting lives in :mod:`rackguard.protocol.produce_endpoints`; the
+Malformed input raises :class:`~protocol.primitives.ProtocolError` and nothing else.
+NodeEndpoints rewriting lives in :mod:`protocol.produce_endpoints`; the
 ``read_*``/``check_*`` helpers here are shared with it.
 
 Layout: responses[] { name (v3-12) | topic_id (v13+), partitions[] { index int32,
@@ -23,8 +23,8 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from rackguard.protocol.headers import response_body_offset, response_frame
-from rackguard.protocol.primitives import (
+from protocol.headers import response_body_offset, response_frame
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     encode_array_len,
@@ -35,7 +35,7 @@ from rackguard.protocol.primitives import (
     read_string,
     read_uvarint,
 )
-from rackguard.protocol.produce_request import (
+from protocol.produce_request import (
     FIRST_FLEXIBLE_VERSION,
     FIRST_TOPIC_ID_VERSION,
     MAX_PRODUCE_VERSION,

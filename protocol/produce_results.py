@@ -2,13 +2,13 @@
 
 :func:`produce_results` returns ``{(topic key, partition index): (error_code,
 base_offset)}`` for every partition of a Produce response frame. It walks the
-same layout as :func:`rackguard.protocol.produce_response.parse_produce_response` but
+same layout as :func:`protocol.produce_response.parse_produce_response` but
 builds no objects beyond that mapping: record errors, error messages and tagged
 fields (node endpoints included) are skipped over, not decoded. It is the
 decision ledger's reader, called once per forwarded request, off the event loop.
 
 Invariant: on a well-formed response the mapping equals what the full parser
-reports; malformed input raises :class:`~rackguard.protocol.primitives.ProtocolError` and
+reports; malformed input raises :class:`~protocol.primitives.ProtocolError` and
 nothing else.
 """
 
@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import struct
 
-from rackguard.protocol.headers import response_body_offset
-from rackguard.protocol.primitives import Buffer, ProtocolError, skip_string
-from rackguard.protocol.produce_request import (
+from protocol.headers import response_body_offset
+from protocol.primitives import Buffer, ProtocolError, skip_string
+from protocol.produce_request import (
     FIRST_FLEXIBLE_VERSION,
     MAX_PRODUCE_VERSION,
     MIN_PRODUCE_VERSION,
     PRODUCE_API_KEY,
     TopicKey,
 )
-from rackguard.protocol.produce_response import (
+from protocol.produce_response import (
     FIRST_LOG_START_OFFSET_VERSION,
     FIRST_RECORD_ERRORS_VERSION,
     check_size_prefix,

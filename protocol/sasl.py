@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rackguard.protocol._wire import check_frame, expect_end, guard
-from rackguard.protocol.headers import parse_request_header
-from rackguard.protocol.primitives import (
+from protocol._wire import check_frame, expect_end, guard
+from protocol.headers import parse_request_header
+from protocol.primitives import (
     Buffer,
     ProtocolError,
     read_array_len,

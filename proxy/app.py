@@ -17,33 +17,34 @@ from dataclasses import replace
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
-from rackguard.protocol.addresses import BrokerAddress
-from rackguard.proxy.admin.rules import StaticValues
-from rackguard.proxy.admin.service import AdminConfigs
-from rackguard.proxy.cluster.poller import MetadataPoller, PollError
-from rackguard.proxy.cluster.upstream_health import UpstreamHealth
-from rackguard.proxy.cluster.view import ClusterView, ClusterViewStore
-from rackguard.proxy.enforce.enforcement import EnforcementSettings, RackEnforcer
-from rackguard.proxy.enforce.metrics import EnforcementMetrics
-from rackguard.proxy.enforce.policy import RackRule
-from rackguard.proxy.ledger.recorder import ledger_from_settings
-from rackguard.proxy.locality.hooks import RackHints
-from rackguard.proxy.locality.metrics import LocalityMetrics
-from rackguard.proxy.locality.source import RackSourceError, resolve_client_rack
-from rackguard.proxy.ops.health import Health, LoopProbe, readiness
-from rackguard.proxy.ops.http_endpoints import OpsHttpServer
-from rackguard.proxy.ops.kip_metrics import RackCoverageCollector
-from rackguard.proxy.ops.metrics import ProxyMetrics
-from rackguard.proxy.placement.creation_hook import (
+
+from protocol.addresses import BrokerAddress
+from proxy.admin.rules import StaticValues
+from proxy.admin.service import AdminConfigs
+from proxy.cluster.poller import MetadataPoller, PollError
+from proxy.cluster.upstream_health import UpstreamHealth
+from proxy.cluster.view import ClusterView, ClusterViewStore
+from proxy.enforce.enforcement import EnforcementSettings, RackEnforcer
+from proxy.enforce.metrics import EnforcementMetrics
+from proxy.enforce.policy import RackRule
+from proxy.ledger.recorder import ledger_from_settings
+from proxy.locality.hooks import RackHints
+from proxy.locality.metrics import LocalityMetrics
+from proxy.locality.source import RackSourceError, resolve_client_rack
+from proxy.ops.health import Health, LoopProbe, readiness
+from proxy.ops.http_endpoints import OpsHttpServer
+from proxy.ops.kip_metrics import RackCoverageCollector
+from proxy.ops.metrics import ProxyMetrics
+from proxy.placement.creation_hook import (
     CREATE_PARTITIONS,
     CREATE_TOPICS,
     CreationGuard,
     GuardSettings,
 )
-from rackguard.proxy.placement.metrics import PlacementCollector
-from rackguard.proxy.relay.hook_chain import chain
-from rackguard.proxy.relay.server import ProxyServer
-from rackguard.proxy.settings import Settings, SettingsError
+from proxy.placement.metrics import PlacementCollector
+from proxy.relay.hook_chain import chain
+from proxy.relay.server import ProxyServer
+from proxy.settings import Settings, SettingsError
 
 log = logging.getLogger("rackguard")
 

@@ -1,7 +1,7 @@
 """The ``rackguard`` command.
 
 Invariant: flags that the user did not give are absent from the overrides
-handed to :func:`rackguard.proxy.settings.load_settings`, so the environment and the
+handed to :func:`proxy.settings.load_settings`, so the environment and the
 config file still apply (CLI over env over file over default).
 """
 
@@ -14,8 +14,8 @@ from collections.abc import Callable, Coroutine
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Literal, get_args, get_origin
 
-from rackguard.proxy.ops.logs import configure_logging
-from rackguard.proxy.settings import Settings, SettingsError, load_settings
+from proxy.ops.logs import configure_logging
+from proxy.settings import Settings, SettingsError, load_settings
 
 
 def _version() -> str:
@@ -148,8 +148,8 @@ def run_loop(main: Coroutine[Any, Any, int]) -> int:
 
 
 async def _serve(settings: Settings, load: Callable[[], Settings]) -> int:
-    from rackguard.proxy.app import Rackguard, StartupError
-    from rackguard.proxy.security.tls import TlsError
+    from proxy.app import Rackguard, StartupError
+    from proxy.security.tls import TlsError
 
     try:
         app = Rackguard(settings)
@@ -170,19 +170,19 @@ async def _serve(settings: Settings, load: Callable[[], Settings]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["simulate"]:
-        from rackguard.simulator.cli import main as simulate
+        from simulator.cli import main as simulate
 
         return simulate(argv[1:])
     if argv[:1] == ["bench"]:  # a tool: loaded only when it runs, never by serve
-        from rackguard.proxy.tools.bench import command as bench
+        from proxy.tools.bench import command as bench
 
         return bench(argv[1:])
     if argv[:1] == ["placement"]:  # loaded only when it runs, never by serve
-        from rackguard.proxy.placement.command import main as placement
+        from proxy.placement.command import main as placement
 
         return placement(argv[1:])
     if argv[:1] in (["report"], ["audit"], ["dump-offsets"]):
-        from rackguard.proxy.tools import report_cli
+        from proxy.tools import report_cli
 
         entry = {"report": report_cli.report, "audit": report_cli.audit,
                  "dump-offsets": report_cli.dump_offsets}[argv[0]]
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         configure_logging(settings.log_level, settings.log_format)
         return run_loop(_serve(settings, lambda: settings_from_args(args)))
     if args.command == "demo":
-        from rackguard.proxy.tools.demo import DemoPorts, run_demo
+        from proxy.tools.demo import DemoPorts, run_demo
 
         base = args.port_base
         ports = DemoPorts(base, base + 100, base + 108, base + 98)

@@ -8,11 +8,11 @@ There is one shared copy of each partition log: replication, durability,
 fetch sessions and quotas are not simulated.
 """
 
-from rackguard.simulator.cluster import SimulatedCluster, start_cluster
-from rackguard.simulator.config import BrokerSpec, SimulatorConfig, TopicSpec, racked_brokers
-from rackguard.simulator.log import StoredRecord
-from rackguard.simulator.state import StateError
-from rackguard.simulator.threaded import ThreadedCluster
+from simulator.cluster import SimulatedCluster, start_cluster
+from simulator.config import BrokerSpec, SimulatorConfig, TopicSpec, racked_brokers
+from simulator.log import StoredRecord
+from simulator.state import StateError
+from simulator.threaded import ThreadedCluster
 
 __all__ = [
     "BrokerSpec",

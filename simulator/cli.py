@@ -4,7 +4,7 @@ Invariant: `main` parses arguments, runs one SimulatedCluster on a fresh
 event loop until SIGINT/SIGTERM, stops it, and returns an exit status; it
 never exits the interpreter itself. Example:
 
-    python -m rackguard.simulator.cli --brokers 6 --racks rack-a,rack-b,rack-c \
+    python -m simulator.cli --brokers 6 --racks rack-a,rack-b,rack-c \
         --port-base 19092 --control-port 18080 --topic orders:6:3
 """
 
@@ -18,9 +18,9 @@ import logging
 import signal
 import sys
 
-from rackguard.simulator.cluster import start_cluster
-from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
-from rackguard.simulator.state import StateError
+from simulator.cluster import start_cluster
+from simulator.config import SimulatorConfig, TopicSpec, racked_brokers
+from simulator.state import StateError
 
 log = logging.getLogger("simulator")
 

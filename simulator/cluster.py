@@ -3,7 +3,7 @@
 Invariants: every broker of the config has one BrokerServer; a broker is
 listening exactly when it is alive in ClusterState. All control methods are
 coroutines to be awaited on the cluster's own event loop (use
-rackguard.simulator.threaded.ThreadedCluster from synchronous code): state is never
+simulator.threaded.ThreadedCluster from synchronous code): state is never
 touched from another thread.
 """
 
@@ -14,13 +14,13 @@ import contextlib
 import logging
 from typing import Any
 
-from rackguard.simulator.config import SimulatorConfig, TopicSpec
-from rackguard.simulator.control import ControlServer
-from rackguard.simulator.core import SimCore
-from rackguard.simulator.faults import Fault
-from rackguard.simulator.log import StoredRecord
-from rackguard.simulator.server import BrokerServer
-from rackguard.simulator.state import Partition, Topic
+from simulator.config import SimulatorConfig, TopicSpec
+from simulator.control import ControlServer
+from simulator.core import SimCore
+from simulator.faults import Fault
+from simulator.log import StoredRecord
+from simulator.server import BrokerServer
+from simulator.state import Partition, Topic
 
 log = logging.getLogger(__name__)
 SESSION_CHECK_INTERVAL_S = 0.1

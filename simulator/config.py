@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rackguard.simulator.sasl import SaslUsers
+from simulator.sasl import SaslUsers
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,11 @@ import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from rackguard.simulator.faults import Fault
-from rackguard.simulator.state import StateError
+from simulator.faults import Fault
+from simulator.state import StateError
 
 if TYPE_CHECKING:
-    from rackguard.simulator.cluster import SimulatedCluster
+    from simulator.cluster import SimulatedCluster
 
 log = logging.getLogger(__name__)
 MAX_BODY = 1 << 20

@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from rackguard.simulator.config import SimulatorConfig
-from rackguard.simulator.groups import GroupCoordinator
-from rackguard.simulator.state import ClusterState, Topic
-from rackguard.simulator.txn import TopicPartition, TransactionCoordinator
+from simulator.config import SimulatorConfig
+from simulator.groups import GroupCoordinator
+from simulator.state import ClusterState, Topic
+from simulator.txn import TopicPartition, TransactionCoordinator
 
 
 class SimCore:

@@ -10,12 +10,13 @@ versions (so clients can retry with one we support).
 from __future__ import annotations
 
 from kafka.protocol.metadata import ApiVersionsResponse
-from rackguard.simulator import errors
-from rackguard.simulator.core import SimCore
-from rackguard.simulator.handlers import HANDLERS, Ctx
-from rackguard.simulator.handlers.meta import api_versions_body
-from rackguard.simulator.versions import SUPPORTED
-from rackguard.simulator.wire import (
+
+from simulator import errors
+from simulator.core import SimCore
+from simulator.handlers import HANDLERS, Ctx
+from simulator.handlers.meta import api_versions_body
+from simulator.versions import SUPPORTED
+from simulator.wire import (
     API_VERSIONS_KEY,
     FETCH_KEY,
     FrameError,

@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from rackguard.simulator import errors
+from simulator import errors
 
 EMPTY = "Empty"
 PREPARING = "PreparingRebalance"

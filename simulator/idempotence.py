@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from rackguard.simulator.errors import INVALID_PRODUCER_EPOCH, NONE, OUT_OF_ORDER_SEQUENCE_NUMBER
-from rackguard.simulator.records import BatchHeader
+from simulator.errors import INVALID_PRODUCER_EPOCH, NONE, OUT_OF_ORDER_SEQUENCE_NUMBER
+from simulator.records import BatchHeader
 
 CACHED_BATCHES = 5
 

@@ -15,8 +15,9 @@ import time
 from dataclasses import dataclass
 
 from kafka.record import MemoryRecords
-from rackguard.simulator.idempotence import ProducerStateTable
-from rackguard.simulator.records import BatchHeader, control_batch, with_base_offset
+
+from simulator.idempotence import ProducerStateTable
+from simulator.records import BatchHeader, control_batch, with_base_offset
 
 
 @dataclass(frozen=True)

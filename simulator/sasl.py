@@ -33,7 +33,8 @@ from kafka.protocol.sasl import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
-from rackguard.simulator.wire import RequestHeader, body_offset, response_frame
+
+from simulator.wire import RequestHeader, body_offset, response_frame
 
 HANDSHAKE, AUTHENTICATE, API_VERSIONS = 17, 36, 18
 ILLEGAL_SASL_STATE = 34

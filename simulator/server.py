@@ -7,7 +7,7 @@ request order. `stop` closes the listener and every open connection. A bad
 frame closes only its own connection, with one log line. With TLS configured
 the listener speaks TLS (requiring client certificates when a client CA is
 given); with SASL each connection must authenticate first
-(:mod:`rackguard.simulator.sasl`): any other request before that closes it.
+(:mod:`simulator.sasl`): any other request before that closes it.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import logging
 import socket
 import ssl
 
-from rackguard.simulator.core import SimCore
-from rackguard.simulator.dispatch import dispatch
-from rackguard.simulator.faults import Fault
-from rackguard.simulator.sasl import SaslSession
-from rackguard.simulator.wire import FrameError, frame_size, peek_header
+from simulator.core import SimCore
+from simulator.dispatch import dispatch
+from simulator.faults import Fault
+from simulator.sasl import SaslSession
+from simulator.wire import FrameError, frame_size, peek_header
 
 log = logging.getLogger(__name__)
 

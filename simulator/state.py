@@ -16,10 +16,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from rackguard.simulator import errors
-from rackguard.simulator.config import BrokerSpec
-from rackguard.simulator.log import PartitionLog
-from rackguard.simulator.placement import assign_replicas
+from simulator import errors
+from simulator.config import BrokerSpec
+from simulator.log import PartitionLog
+from simulator.placement import assign_replicas
 
 NO_LEADER = -1
 MIN_INSYNC_REPLICAS = "min.insync.replicas"

@@ -13,10 +13,10 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from rackguard.simulator.cluster import SimulatedCluster
-from rackguard.simulator.config import SimulatorConfig
-from rackguard.simulator.faults import Fault
-from rackguard.simulator.log import StoredRecord
+from simulator.cluster import SimulatedCluster
+from simulator.config import SimulatorConfig
+from simulator.faults import Fault
+from simulator.log import StoredRecord
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT_S = 10.0

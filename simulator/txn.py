@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rackguard.simulator import errors
-from rackguard.simulator.groups import CommittedOffset, GroupCoordinator
+from simulator import errors
+from simulator.groups import CommittedOffset, GroupCoordinator
 
 TopicPartition = tuple[str, int]
 # (producer id, epoch, commit, partitions) -> None

@@ -7,8 +7,6 @@
   its tools (``demo``, ``simulate``), never on the serving path;
 - the benchmarks import nothing of the tests; the product (protocol, proxy) imports
   neither tests nor benchmarks; protocol imports nothing of the proxy and never asyncio;
-- nothing imports the folders under their bare names (``proxy``, ``protocol``, ...): the
-  installed names are ``rackguard.<folder>``, and a bare name would load a second copy.
 """
 
 from __future__ import annotations
@@ -19,17 +17,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("proxy", "protocol", "pipeline", "simulator")
-TOOLS = ("rackguard.proxy.tools", "rackguard.simulator", "rackguard.pipeline",
-         "rackguard.proxy.placement.command", "rackguard.proxy.placement.live",
-         "rackguard.proxy.placement.sources", "rackguard.proxy.placement.render")
+TOOLS = ("proxy.tools", "simulator", "pipeline",
+         "proxy.placement.command", "proxy.placement.live",
+         "proxy.placement.sources", "proxy.placement.render")
 
 SERVE = f"""
 import sys
-from rackguard.proxy import cli
+from proxy import cli
 args = cli.build_parser().parse_args(["serve", "--upstream", "127.0.0.1:1"])
 cli.settings_from_args(args)
-import rackguard.proxy.app
+import proxy.app
 tools = ("pyspark", "benchmarks", "tests", "matplotlib")
 print(sorted(m for m in sys.modules if m.split(".")[0] in tools
              or m.startswith({TOOLS!r})))
@@ -63,24 +60,24 @@ def test_serve_loads_no_tool() -> None:
 
 def test_the_pipeline_imports_only_the_ledger_schema_of_the_proxy() -> None:
     ties = {n for names in imported("pipeline").values()
-            for n in under(names, "rackguard.proxy", "rackguard.protocol")}
-    assert ties == {"rackguard.proxy.ledger.schema"}
+            for n in under(names, "proxy", "protocol")}
+    assert ties == {"proxy.ledger.schema"}
 
 
 def test_the_proxy_imports_tools_only_in_its_tool_commands() -> None:
     for path, names in imported("proxy").items():
         if path.startswith("proxy/tools/"):
             continue
-        pipeline = under(names, "rackguard.pipeline")
-        simulator = under(names, "rackguard.simulator")
+        pipeline = under(names, "pipeline")
+        simulator = under(names, "simulator")
         assert not pipeline and not simulator or path == "proxy/cli.py", path
     cli = imported("proxy")["proxy/cli.py"]
-    assert not under(cli, "rackguard.pipeline")  # the report command goes through tools/
+    assert not under(cli, "pipeline")  # the report command goes through tools/
 
 
 def test_protocol_is_sans_io_and_knows_no_proxy() -> None:
     for path, names in imported("protocol").items():
-        assert not under(names, "asyncio", "rackguard.proxy", "socket"), path
+        assert not under(names, "asyncio", "proxy", "socket"), path
 
 
 def test_benchmarks_and_the_product_do_not_import_tests() -> None:
@@ -90,8 +87,3 @@ def test_benchmarks_and_the_product_do_not_import_tests() -> None:
         for path, names in imported(folder).items():
             assert not under(names, *banned), path
 
-
-def test_nothing_imports_a_folder_by_its_bare_name() -> None:
-    for folder in (*PACKAGES, "benchmarks", "tests"):
-        for path, names in imported(folder).items():
-            assert not under(names, *PACKAGES, "config"), path

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Protocol
 
-from rackguard.protocol.alter_configs import (
+from protocol.alter_configs import (
     DELETE,
     INCREMENTAL_ALTER_CONFIGS,
     AlterableConfig,
@@ -43,7 +43,7 @@ from rackguard.protocol.alter_configs import (
     parse_alter_configs_request,
     parse_alter_configs_response,
 )
-from rackguard.protocol.create_topics import (
+from protocol.create_topics import (
     CreatedConfig,
     CreateTopicsRequest,
     CreateTopicsResponse,
@@ -52,7 +52,7 @@ from rackguard.protocol.create_topics import (
     parse_create_topics_request,
     parse_create_topics_response,
 )
-from rackguard.protocol.describe_configs_rewrite import (
+from protocol.describe_configs_rewrite import (
     ConfigEntry,
     DescribeConfigsRequest,
     DescribeResult,
@@ -60,19 +60,19 @@ from rackguard.protocol.describe_configs_rewrite import (
     parse_describe_configs_request,
     parse_describe_configs_response,
 )
-from rackguard.protocol.headers import RequestHeader, parse_request_header
-from rackguard.proxy.admin.plan import Context, plan_alter
-from rackguard.proxy.admin.plan_create import CreatePlan, plan_create
-from rackguard.proxy.admin.rules import (
+from protocol.headers import RequestHeader, parse_request_header
+from proxy.admin.plan import Context, plan_alter
+from proxy.admin.plan_create import CreatePlan, plan_create
+from proxy.admin.rules import (
     NAME,
     ClusterFacts,
     DescribeOptions,
     StaticValues,
     describe_entry,
 )
-from rackguard.proxy.admin.state import BROKER, TOPIC, Change, DynamicConfigs
-from rackguard.proxy.admin.store import StoreError
-from rackguard.proxy.relay.actions import Action, ClientInfo, Forward, Reply
+from proxy.admin.state import BROKER, TOPIC, Change, DynamicConfigs
+from proxy.admin.store import StoreError
+from proxy.relay.actions import Action, ClientInfo, Forward, Reply
 
 log = logging.getLogger("rackguard.admin")
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from rackguard.protocol.alter_configs import (
+from protocol.alter_configs import (
     ALTER_CONFIGS,
     APPEND,
     DELETE,
@@ -36,8 +36,8 @@ from rackguard.protocol.alter_configs import (
     ResourceKey,
     ResourceResult,
 )
-from rackguard.proxy.admin.rules import NAME, ClusterFacts, Refused, validate
-from rackguard.proxy.admin.state import (
+from proxy.admin.rules import NAME, ClusterFacts, Refused, validate
+from proxy.admin.state import (
     BROKER,
     CLUSTER_DEFAULT,
     TOPIC,

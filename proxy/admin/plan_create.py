@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from rackguard.protocol.create_topics import CreateTopicsRequest, NewTopic, TopicResult
-from rackguard.proxy.admin.plan import INVALID_REQUEST, Context
-from rackguard.proxy.admin.rules import NAME, Refused, validate
-from rackguard.proxy.admin.state import Change, Resource, StoredValue
+from protocol.create_topics import CreateTopicsRequest, NewTopic, TopicResult
+from proxy.admin.plan import INVALID_REQUEST, Context
+from proxy.admin.rules import NAME, Refused, validate
+from proxy.admin.state import Change, Resource, StoredValue
 
 
 @dataclass(frozen=True, slots=True)

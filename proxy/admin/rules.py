@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from rackguard.protocol.describe_configs_rewrite import (
+from protocol.describe_configs_rewrite import (
     DEFAULT_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
@@ -24,8 +24,8 @@ from rackguard.protocol.describe_configs_rewrite import (
     ConfigEntry,
     Synonym,
 )
-from rackguard.proxy.admin.state import DynamicConfigs
-from rackguard.proxy.enforce.policy import RackRule
+from proxy.admin.state import DynamicConfigs
+from proxy.enforce.policy import RackRule
 
 NAME = "min.insync.racks"
 INVALID_CONFIG = 40

@@ -17,17 +17,18 @@ import time
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter
-from rackguard.protocol.apis import ApiKey
-from rackguard.proxy.admin.interceptor import ConfigInterceptor
-from rackguard.proxy.admin.rules import NAME, ClusterFacts, StaticValues, effective_rule
-from rackguard.proxy.admin.state import Change, DynamicConfigs
-from rackguard.proxy.admin.store import ConfigTopicStore, StoreSettings
-from rackguard.proxy.cluster.view import ClusterView
-from rackguard.proxy.enforce.policy import RackRule
-from rackguard.proxy.ops.health import Health
-from rackguard.proxy.relay.server import ProxyServer
-from rackguard.proxy.security.kafka_clients import aiokafka_options
-from rackguard.proxy.settings import Settings
+
+from protocol.apis import ApiKey
+from proxy.admin.interceptor import ConfigInterceptor
+from proxy.admin.rules import NAME, ClusterFacts, StaticValues, effective_rule
+from proxy.admin.state import Change, DynamicConfigs
+from proxy.admin.store import ConfigTopicStore, StoreSettings
+from proxy.cluster.view import ClusterView
+from proxy.enforce.policy import RackRule
+from proxy.ops.health import Health
+from proxy.relay.server import ProxyServer
+from proxy.security.kafka_clients import aiokafka_options
+from proxy.settings import Settings
 
 log = logging.getLogger("rackguard.admin")
 

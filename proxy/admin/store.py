@@ -33,7 +33,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from rackguard.proxy.admin.state import (
+
+from proxy.admin.state import (
     CLIENT_HEADER,
     Change,
     DynamicConfigs,
@@ -59,7 +60,7 @@ class StoreSettings:
     retry_backoff_s: float = 0.5
     max_backoff_s: float = 5.0
     client_id: str = "rackguard-configs"
-    # the proxy's own TLS and SASL as aiokafka options (rackguard.proxy.security)
+    # the proxy's own TLS and SASL as aiokafka options (proxy.security)
     security: Mapping[str, Any] = field(default_factory=dict)
 
 

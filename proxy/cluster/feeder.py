@@ -25,7 +25,7 @@ the replaced view is freed a few objects at a time. None of this changes the
 view built. The cyclic GC is left alone (no pause, no freeze): the parsed
 response's topics are merged into the next view one by one as they are read
 (an unchanged topic is dropped at once and its old object kept, see
-:mod:`rackguard.proxy.cluster.view`), so a refresh of an unchanged cluster
+:mod:`proxy.cluster.view`), so a refresh of an unchanged cluster
 leaves a handful of new long-lived objects, not one per topic, and does not
 bring the next full collection forward; per-partition values are plain tuples
 the collector stops tracking, so no collection has a whole view to scan.
@@ -40,11 +40,11 @@ from collections.abc import Callable, MutableSequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from rackguard.protocol.addresses import BrokerAddress
-from rackguard.protocol.metadata import read_metadata
-from rackguard.protocol.primitives import Buffer, ProtocolError
-from rackguard.proxy.cluster.pacing import Pacer
-from rackguard.proxy.cluster.view import ClusterView, ClusterViewStore
+from protocol.addresses import BrokerAddress
+from protocol.metadata import read_metadata
+from protocol.primitives import Buffer, ProtocolError
+from proxy.cluster.pacing import Pacer
+from proxy.cluster.view import ClusterView, ClusterViewStore
 
 log = logging.getLogger("rackguard.cluster")
 

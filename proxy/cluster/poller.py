@@ -26,7 +26,7 @@ worker thread, paced for large clusters; responses come off the socket a
 buffer at a time and are never copied whole on the loop. The small requests
 (ApiVersions, Metadata) are encoded with kafka-python's generic codec; the
 DescribeConfigs request and response, one entry per topic, with
-:mod:`rackguard.protocol.describe_configs` (the generic codec takes ~0.3 s for 20,000
+:mod:`protocol.describe_configs` (the generic codec takes ~0.3 s for 20,000
 topics, seconds with all configs). The min.insync.replicas values are applied by
 :meth:`ViewFeeder.update` on whatever view is current when they arrive, never
 on the one the request was built from.
@@ -43,24 +43,25 @@ from functools import partial
 from typing import Any
 
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
-from rackguard.protocol.addresses import BrokerAddress
-from rackguard.protocol.api_versions import read_api_versions
-from rackguard.protocol.apis import ApiKey
-from rackguard.protocol.describe_configs import (
+
+from protocol.addresses import BrokerAddress
+from protocol.api_versions import read_api_versions
+from protocol.apis import ApiKey
+from protocol.describe_configs import (
     CLIENT_ID,
     DESCRIBE_CONFIGS_MAX,
     MIN_INSYNC_REPLICAS,
     encode_describe_configs,
     read_min_insync_replicas,
 )
-from rackguard.protocol.primitives import Buffer
-from rackguard.proxy.cluster.feeder import Pause, ViewFeeder
-from rackguard.proxy.cluster.upstream_health import Address, Candidate, UpstreamHealth
-from rackguard.proxy.cluster.view import ClusterView, ClusterViewStore
-from rackguard.proxy.security.own_login import LoginFailed, login
-from rackguard.proxy.security.settings_map import sasl_credentials, upstream_tls
-from rackguard.proxy.security.tls import upstream_context
-from rackguard.proxy.settings import Settings
+from protocol.primitives import Buffer
+from proxy.cluster.feeder import Pause, ViewFeeder
+from proxy.cluster.upstream_health import Address, Candidate, UpstreamHealth
+from proxy.cluster.view import ClusterView, ClusterViewStore
+from proxy.security.own_login import LoginFailed, login
+from proxy.security.settings_map import sasl_credentials, upstream_tls
+from proxy.security.tls import upstream_context
+from proxy.settings import Settings
 
 log = logging.getLogger("rackguard.poller")
 

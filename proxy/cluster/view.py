@@ -45,8 +45,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import cast
 
-from rackguard.protocol.metadata import MetadataSnapshot, TopicRow
-from rackguard.protocol.metadata import PartitionRow as MetadataRow
+from protocol.metadata import MetadataSnapshot, TopicRow
+from protocol.metadata import PartitionRow as MetadataRow
 
 log = logging.getLogger("rackguard.cluster")
 

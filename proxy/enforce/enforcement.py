@@ -9,7 +9,7 @@ walked (no record bytes copied), the pure policy decides per partition, and:
   and the broker's answer is merged with the synthetic errors.
 A request naming a partition the view does not know waits (bounded) for one
 metadata refresh, then is decided on whatever the view holds.
-With a decision ledger (rackguard.proxy.ledger.recorder), every decision is also recorded, and
+With a decision ledger (proxy.ledger.recorder), every decision is also recorded, and
 the broker's answer to forwarded partitions is read for it; the ledger never
 changes an action.
 
@@ -25,8 +25,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rackguard.protocol.headers import RequestHeader, parse_request_header
-from rackguard.protocol.produce import (
+from protocol.headers import RequestHeader, parse_request_header
+from protocol.produce import (
     PartitionResult,
     ProduceRequest,
     TopicKey,
@@ -36,9 +36,9 @@ from rackguard.protocol.produce import (
     peek_acks,
     walk_produce_request,
 )
-from rackguard.proxy.cluster.view import ClusterView, ClusterViewStore
-from rackguard.proxy.enforce.metrics import EnforcementMetrics
-from rackguard.proxy.enforce.policy import (
+from proxy.cluster.view import ClusterView, ClusterViewStore
+from proxy.enforce.metrics import EnforcementMetrics
+from proxy.enforce.policy import (
     NOT_ENOUGH_REPLICAS,
     REJECTING,
     Decision,
@@ -47,11 +47,11 @@ from rackguard.proxy.enforce.policy import (
     decide,
     decide_known,
 )
-from rackguard.proxy.relay.actions import Action, ClientInfo, Forward, Reply
-from rackguard.proxy.relay.response_queue import ResponseTransform
+from proxy.relay.actions import Action, ClientInfo, Forward, Reply
+from proxy.relay.response_queue import ResponseTransform
 
 if TYPE_CHECKING:
-    from rackguard.proxy.ledger.recorder import DecisionLedger
+    from proxy.ledger.recorder import DecisionLedger
 
 log = logging.getLogger("rackguard.enforcement")
 

@@ -24,8 +24,9 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
-from rackguard.proxy.enforce.policy import Decision, Verdict
-from rackguard.proxy.relay.actions import ClientInfo
+
+from proxy.enforce.policy import Decision, Verdict
+from proxy.relay.actions import ClientInfo
 
 log = logging.getLogger("rackguard.enforcement")
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
 
-from rackguard.protocol.produce_request import ProduceRequest, TopicKey
-from rackguard.proxy.cluster.view import ClusterView
+from protocol.produce_request import ProduceRequest, TopicKey
+from proxy.cluster.view import ClusterView
 
 NOT_ENOUGH_REPLICAS = 19
 UNKNOWN_TOPIC_OR_PARTITION = 3

@@ -9,7 +9,7 @@ chunks come back to a small pool. A fresh bytes object per request instead,
 freed on the other thread in batches, made the allocator return memory to the
 system and fault it back in: a measurable share of the ledger's cost.
 
-With a ``sink`` (``rackguard.proxy.ledger._ledger_native.Sink``), the open chunk is also
+With a ``sink`` (``proxy.ledger._ledger_native.Sink``), the open chunk is also
 published as ``sink.chunk`` while adds may bypass :meth:`RowChunks.add`: the C
 completion path then adds a usual entry's line to it directly, and leaves
 everything else (a full or old chunk, a declined entry) to ``add``.
@@ -35,7 +35,7 @@ fit, or None when the encoder declines (nothing is added)."""
 
 
 class PyChunk:
-    """A chunk's fields; ``rackguard.proxy.ledger._ledger_native.Chunk`` has the same, in
+    """A chunk's fields; ``proxy.ledger._ledger_native.Chunk`` has the same, in
     C, where it was built (the C completion path updates ``end`` and ``rows`` in place)."""
 
     __slots__ = ("buf", "end", "rows", "opened")
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     Chunk = PyChunk
 else:
     try:
-        from rackguard.proxy.ledger._ledger_native import Chunk
+        from proxy.ledger._ledger_native import Chunk
     except ImportError:
         Chunk = PyChunk
 

@@ -2,7 +2,7 @@
 
 What is recorded: for every ``acks=all`` Produce that the rack check ran on
 (the rule enabled; observe mode included), one row per partition (one JSON
-line per request carries its rows: :mod:`rackguard.proxy.ledger.rows`) with the
+line per request carries its rows: :mod:`proxy.ledger.rows`) with the
 decision, the cluster state it was made on, the record count and bytes of the
 partition's record set (batch headers only, nothing decompressed) and, for
 partitions that went upstream, the broker's error code, base offset and the
@@ -12,15 +12,15 @@ in the same directory. ``pipeline/`` reads both; the proxy never imports it.
 
 Invariants:
 - the event loop never blocks on the ledger. Per request it builds one
-  :class:`~rackguard.proxy.ledger.rows.ProduceEntry` (references to the walked request,
+  :class:`~proxy.ledger.rows.ProduceEntry` (references to the walked request,
   its frame, the decisions and the view), completed with the broker's answer
   for forwarded partitions, and has it encoded at once by the C row encoder
-  (about 0.1 us a row) into a reusable chunk (:mod:`rackguard.proxy.ledger.chunks`),
+  (about 0.1 us a row) into a reusable chunk (:mod:`proxy.ledger.chunks`),
   which the writer gets when it is full or a flush interval old. Holding
   entries for a writer thread instead kept hundreds of objects per request
   alive and made the garbage collector run on the loop often enough to cost
   more than encoding. Where the C module was built, a forwarded entry is its
-  C twin (``rackguard.proxy.ledger._ledger_native.Pending``): made once the view's contexts
+  C twin (``proxy.ledger._ledger_native.Pending``): made once the view's contexts
   and the client are known, it encodes the line at once but for the broker's
   answer and lets go of the request, its frame and its decisions (held for a
   round trip they cost about 5 % of the proxy's CPU at 50 partitions per
@@ -54,14 +54,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
-from rackguard.protocol.headers import RequestHeader
-from rackguard.protocol.produce import ProduceRequest
-from rackguard.proxy.cluster.pacing import Pacer
-from rackguard.proxy.cluster.view import ClusterView
-from rackguard.proxy.enforce.policy import REJECTING, Decision, RackRule
-from rackguard.proxy.ledger.chunks import Chunk, RowChunks
-from rackguard.proxy.ledger.files import RotatingJsonl
-from rackguard.proxy.ledger.rows import (
+
+from protocol.headers import RequestHeader
+from protocol.produce import ProduceRequest
+from proxy.cluster.pacing import Pacer
+from proxy.cluster.view import ClusterView
+from proxy.enforce.policy import REJECTING, Decision, RackRule
+from proxy.ledger.chunks import Chunk, RowChunks
+from proxy.ledger.files import RotatingJsonl
+from proxy.ledger.rows import (
     FORWARDED,
     NATIVE_ROWS,
     OBSERVED,
@@ -70,13 +71,13 @@ from rackguard.proxy.ledger.rows import (
     RowFormatter,
     snapshot_lines,
 )
-from rackguard.proxy.ledger.schema import DECISION_FILE_PREFIX, SNAPSHOT_FILE_PREFIX
-from rackguard.proxy.relay.actions import ClientInfo
-from rackguard.proxy.relay.response_queue import ResponseTransform
-from rackguard.proxy.settings import Settings
+from proxy.ledger.schema import DECISION_FILE_PREFIX, SNAPSHOT_FILE_PREFIX
+from proxy.relay.actions import ClientInfo
+from proxy.relay.response_queue import ResponseTransform
+from proxy.settings import Settings
 
 try:
-    from rackguard.proxy.ledger._ledger_native import Pending, Sink
+    from proxy.ledger._ledger_native import Pending, Sink
 except ImportError:  # built without a C compiler: PendingProduce, in Python
     Pending = Sink = None
 
@@ -183,7 +184,7 @@ class DecisionLedger:
         """Queue an entry's rows; drop and count them when the queue is full.
 
         The usual entry is encoded here, on the event loop, by the C encoder (about
-        0.1 us a row), into a reusable chunk (rackguard.proxy.ledger.chunks): an entry held
+        0.1 us a row), into a reusable chunk (proxy.ledger.chunks): an entry held
         until the writer thread runs would keep its frames and a few hundred small
         objects alive, and the garbage collector, seeing them pile up, would run far
         more often on the loop than encoding costs. Entries the C encoder declines
@@ -229,7 +230,7 @@ class DecisionLedger:
         observe: bool,
         dedicated_code: int | None,
         now: float,
-    ) -> PendingProduce | None:  # (or its C twin, rackguard.proxy.ledger._ledger_native.Pending)
+    ) -> PendingProduce | None:  # (or its C twin, proxy.ledger._ledger_native.Pending)
         """Queue the rows of partitions the proxy answers itself; hold the rest.
 
         Returns the pending rows of the partitions that go upstream (None when
@@ -258,7 +259,7 @@ class DecisionLedger:
     def start(self) -> None:
         self.config.directory.mkdir(parents=True, exist_ok=True)
         if NATIVE_ROWS is None:
-            log.warning("ledger: the C row encoder (rackguard.proxy.ledger._ledger_native) "
+            log.warning("ledger: the C row encoder (proxy.ledger._ledger_native) "
                         "was not built, "
                         "rows are encoded in Python at several times the CPU; reinstall "
                         "rackguard where a C compiler is available")

@@ -6,7 +6,7 @@ were made on, and later the broker's answer). :class:`RowFormatter` turns an
 entry into one JSON line (schema v2): the entry's fields (time, request
 number, client, upstream latency) once, and one array per partition, its
 elements named by :data:`PARTITION_FIELDS` (``pipeline/`` reads each array
-as a row of its own). The C encoder ``rackguard.proxy.ledger._ledger_native`` does the usual
+as a row of its own). The C encoder ``proxy.ledger._ledger_native`` does the usual
 entry, on the event loop, and :meth:`RowFormatter.python_lines`, the
 reference it must equal byte for byte, does the rest, on the writer thread.
 Schema v1 wrote every field on every partition's line: four to five times the
@@ -27,7 +27,7 @@ Invariants:
   the same digits;
 - partitions that went upstream carry the broker's code and base offset from
   its answer, or nulls when the answer could not be read (the caller counts that);
-- an entry the C completion prepared (``rackguard.proxy.ledger._ledger_native.Pending`` with
+- an entry the C completion prepared (``proxy.ledger._ledger_native.Pending`` with
   ``prepared``: its line but for the answer, the request let go) is finished
   from that line, in C or by :meth:`RowFormatter.python_lines`, to the same
   bytes the whole entry would have given.
@@ -40,12 +40,12 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from rackguard.protocol.primitives import Buffer, ProtocolError
-from rackguard.protocol.produce import ProduceRequest, Span, TopicData, TopicKey, record_count
-from rackguard.protocol.produce_results import produce_results
-from rackguard.proxy.cluster.view import ClusterView
-from rackguard.proxy.enforce.policy import NOT_ENOUGH_REPLICAS, Decision, RackRule, Verdict
-from rackguard.proxy.ledger.schema import (
+from protocol.primitives import Buffer, ProtocolError
+from protocol.produce import ProduceRequest, Span, TopicData, TopicKey, record_count
+from protocol.produce_results import produce_results
+from proxy.cluster.view import ClusterView
+from proxy.enforce.policy import NOT_ENOUGH_REPLICAS, Decision, RackRule, Verdict
+from proxy.ledger.schema import (
     DECISION_SCHEMA_VERSION,
     FORWARDED,
     OBSERVED,
@@ -62,11 +62,11 @@ Context = tuple[Verdict, int, bytes, int | None]
 """(verdict, required racks, the row fragment from topic to reason, synthetic error code)."""
 Contexts = dict[TopicKey, dict[int, Context]]
 NativeRows = Callable[..., int | None]
-"""``rackguard.proxy.ledger._ledger_native.rows``: see :meth:`RowFormatter.native_into`
+"""``proxy.ledger._ledger_native.rows``: see :meth:`RowFormatter.native_into`
 for its arguments."""
 
 try:
-    from rackguard.proxy.ledger._ledger_native import rows as _native_rows
+    from proxy.ledger._ledger_native import rows as _native_rows
 except ImportError:  # built without a C compiler: the Python encoder does every entry
     NATIVE_ROWS: NativeRows | None = None
 else:
@@ -122,7 +122,7 @@ class RowFormatter:
     """Entries to JSON lines (ASCII bytes). Each is used by one thread (its caches are
     unlocked): the ledger has one for the event loop and one for the writer thread.
 
-    The usual entry is encoded by the C module ``rackguard.proxy.ledger._ledger_native`` when it was
+    The usual entry is encoded by the C module ``proxy.ledger._ledger_native`` when it was
     built; :meth:`python_lines` is the reference it must equal byte for byte, and
     does every entry the C code declines (an answer that is malformed, reordered or
     does not match the entry's partitions).
@@ -140,7 +140,7 @@ class RowFormatter:
 
     def attach(self, sink: Any) -> None:
         """Share this formatter's line head, client cache and current context cache with
-        a ``rackguard.proxy.ledger._ledger_native.Sink`` (the C completion path):
+        a ``proxy.ledger._ledger_native.Sink`` (the C completion path):
         :meth:`native_into` publishes the context cache it uses to it (the event loop's
         formatter only)."""
         sink.head = self._head

@@ -5,8 +5,8 @@ locality metric.
 Invariants: built only when a client rack is configured (without one the relay has no
 hook for these APIs and costs nothing); in ``observe`` mode no request is read or
 changed; in ``fill`` mode a request is changed only where it names no rack, and only
-in the one field the codec replaces (:mod:`rackguard.protocol.fetch_request`,
-:mod:`~rackguard.protocol.join_group`, :mod:`~rackguard.protocol.consumer_group_heartbeat`);
+in the one field the codec replaces (:mod:`protocol.fetch_request`,
+:mod:`~protocol.join_group`, :mod:`~protocol.consumer_group_heartbeat`);
 versions the codecs do not know are forwarded unread. Fetch responses are never
 changed (the frame that arrived is the frame forwarded) and, for the locality metric,
 only their size is taken (by the relay, into the listener's count); a response is
@@ -20,19 +20,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rackguard.protocol.apis import ApiKey
-from rackguard.protocol.consumer_group_heartbeat import MAX_VERSION as HEARTBEAT_MAX
-from rackguard.protocol.consumer_group_heartbeat import fill_heartbeat_rack
-from rackguard.protocol.fetch_request import FIRST_RACK_VERSION, FetchRackFill
-from rackguard.protocol.fetch_response import fetch_response_traffic
-from rackguard.protocol.headers import parse_request_header
-from rackguard.protocol.join_group import MAX_VERSION as JOIN_GROUP_MAX
-from rackguard.protocol.join_group import fill_join_group_rack
-from rackguard.proxy.cluster.view import ClusterView
-from rackguard.proxy.locality.metrics import ListenerTally, LocalityMetrics
-from rackguard.proxy.locality.rules import redirect_possible, subscription_choice
-from rackguard.proxy.relay.actions import Action, ClientInfo, Forward, RequestHook
-from rackguard.proxy.relay.response_queue import ResponseTransform
+from protocol.apis import ApiKey
+from protocol.consumer_group_heartbeat import MAX_VERSION as HEARTBEAT_MAX
+from protocol.consumer_group_heartbeat import fill_heartbeat_rack
+from protocol.fetch_request import FIRST_RACK_VERSION, FetchRackFill
+from protocol.fetch_response import fetch_response_traffic
+from protocol.headers import parse_request_header
+from protocol.join_group import MAX_VERSION as JOIN_GROUP_MAX
+from protocol.join_group import fill_join_group_rack
+from proxy.cluster.view import ClusterView
+from proxy.locality.metrics import ListenerTally, LocalityMetrics
+from proxy.locality.rules import redirect_possible, subscription_choice
+from proxy.relay.actions import Action, ClientInfo, Forward, RequestHook
+from proxy.relay.response_queue import ResponseTransform
 
 
 class RackHints:
@@ -116,7 +116,7 @@ class _FetchListener:
     (the relay adds each answer frame's size), and ``on_filled``, the response
     callback of requests the proxy gave the rack: ``walk`` (counting redirected
     partitions) only where a redirect is possible
-    (:func:`~rackguard.proxy.locality.rules.redirect_possible`), else none; decided anew
+    (:func:`~proxy.locality.rules.redirect_possible`), else none; decided anew
     with every cluster view, never per fetch."""
 
     __slots__ = ("fetched", "walk", "on_filled", "_node")

@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterator
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from rackguard.proxy.cluster.view import ClusterView
-from rackguard.proxy.locality.rules import LOCALITIES, Locality, listener_node, locality
-from rackguard.proxy.relay.response_queue import ByteCount
+
+from proxy.cluster.view import ClusterView
+from proxy.locality.rules import LOCALITIES, Locality, listener_node, locality
+from proxy.relay.response_queue import ByteCount
 
 FETCH_BYTES = "rackguard_fetch_bytes"
 FETCH_BYTES_HELP = ("Bytes of Fetch response frames through the proxy, by the serving "

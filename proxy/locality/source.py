@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from rackguard.proxy.settings import Settings
+from proxy.settings import Settings
 
 COMMAND_TIMEOUT_S = 10.0
 MAX_RACK_LENGTH = 255

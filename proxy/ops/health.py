@@ -13,7 +13,7 @@ import asyncio
 import threading
 from dataclasses import dataclass
 
-from rackguard.proxy.cluster.view import ClusterView
+from proxy.cluster.view import ClusterView
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST
-from rackguard.proxy.ops.health import Health
+
+from proxy.ops.health import Health
 
 log = logging.getLogger("rackguard.http")
 

@@ -46,8 +46,9 @@ from typing import Literal
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from rackguard.proxy.cluster.view import ClusterView
-from rackguard.proxy.enforce.policy import RackRule
+
+from proxy.cluster.view import ClusterView
+from proxy.enforce.policy import RackRule
 
 PartitionSeries = Literal["all", "at_or_under", "none"]
 NO_LEADER = "none"

@@ -21,7 +21,8 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
-from rackguard.protocol.apis import api_name
+
+from protocol.apis import api_name
 
 REQUESTS = "rackguard_requests"
 REQUESTS_HELP = "Client requests by API"

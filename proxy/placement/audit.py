@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from rackguard.proxy.placement.model import (
+from proxy.placement.model import (
     PartitionReplicas,
     Racks,
     Topics,

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from rackguard.proxy.placement.audit import audit
-from rackguard.proxy.placement.kip36 import PlacementError, assign
-from rackguard.proxy.placement.plan import plan_fix, reassignment_file
-from rackguard.proxy.placement.render import audit_text, plan_text
-from rackguard.proxy.placement.sources import (
+from proxy.placement.audit import audit
+from proxy.placement.kip36 import PlacementError, assign
+from proxy.placement.plan import plan_fix, reassignment_file
+from proxy.placement.render import audit_text, plan_text
+from proxy.placement.sources import (
     ClusterInputs,
     SourceError,
     parse_brokers,
@@ -100,7 +100,7 @@ def _load(args: argparse.Namespace, need_topics: bool) -> ClusterInputs:
     if len(given) != 1:
         raise SourceError("give exactly one of --bootstrap, --snapshot or --brokers")
     if args.bootstrap:
-        from rackguard.proxy.placement.live import read_cluster
+        from proxy.placement.live import read_cluster
 
         inputs = read_cluster(args.bootstrap, sizes=args.action == "plan" and args.fix)
     elif args.snapshot:
@@ -141,8 +141,8 @@ def _required(args: argparse.Namespace, inputs: ClusterInputs) -> Callable[[str]
 
 
 def _proxy_rule(config: Path) -> Callable[[str], int]:
-    from rackguard.proxy.app import rack_rule
-    from rackguard.proxy.settings import SettingsError, load_settings
+    from proxy.app import rack_rule
+    from proxy.settings import SettingsError, load_settings
 
     try:
         settings = load_settings({}, config_file=str(config))

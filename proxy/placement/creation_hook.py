@@ -1,7 +1,7 @@
 """The relay hook of the creation guard: CreateTopics (19) and CreatePartitions (37).
 
 Per topic of a request, the topic's explicit replica assignments (if any) are
-checked with :func:`~rackguard.proxy.placement.guard.refusal` against the racks
+checked with :func:`~proxy.placement.guard.refusal` against the racks
 of the current cluster view and the topic's min.insync.racks (a CreateTopics
 config of that name where the request sets one, else the proxy's rule):
 
@@ -29,15 +29,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Generic, Protocol, TypeVar
 
-from rackguard.protocol.create_partitions import (
+from protocol.create_partitions import (
     CreatePartitionsResponse,
     encode_create_partitions_request,
     encode_create_partitions_response,
     parse_create_partitions_request,
     parse_create_partitions_response,
 )
-from rackguard.protocol.create_partitions import TopicResult as PartitionsResult
-from rackguard.protocol.create_topics import (
+from protocol.create_partitions import TopicResult as PartitionsResult
+from protocol.create_topics import (
     CreateTopicsResponse,
     TopicResult,
     encode_create_topics_request,
@@ -45,14 +45,14 @@ from rackguard.protocol.create_topics import (
     parse_create_topics_request,
     parse_create_topics_response,
 )
-from rackguard.protocol.headers import RequestHeader, parse_request_header
-from rackguard.proxy.cluster.view import ClusterView
-from rackguard.proxy.placement.guard import (
+from protocol.headers import RequestHeader, parse_request_header
+from proxy.cluster.view import ClusterView
+from proxy.placement.guard import (
     INVALID_REPLICA_ASSIGNMENT,
     refusal,
     requested_min_racks,
 )
-from rackguard.proxy.relay.actions import Action, ClientInfo, Forward, Reply
+from proxy.relay.actions import Action, ClientInfo, Forward, Reply
 
 log = logging.getLogger("rackguard.placement")
 

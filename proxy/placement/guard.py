@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from rackguard.proxy.placement.model import Racks, rack_label, replica_racks
+from proxy.placement.model import Racks, rack_label, replica_racks
 
 MIN_INSYNC_RACKS = "min.insync.racks"
 INVALID_REPLICA_ASSIGNMENT = 39

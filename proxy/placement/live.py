@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rackguard.proxy.placement.model import PartitionReplicas
-from rackguard.proxy.placement.sources import ClusterInputs, SourceError
+from proxy.placement.model import PartitionReplicas
+from proxy.placement.sources import ClusterInputs, SourceError
 
 
 def read_cluster(bootstrap: str, timeout_ms: int = 10000, sizes: bool = True,

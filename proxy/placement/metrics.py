@@ -27,9 +27,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rackguard.proxy.cluster.view import ClusterView
-from rackguard.proxy.enforce.policy import RackRule
-from rackguard.proxy.placement.audit import Status, classify
+from proxy.cluster.view import ClusterView
+from proxy.enforce.policy import RackRule
+from proxy.placement.audit import Status, classify
 
 UNSATISFIABLE = "rackguard_placement_unsatisfiable_partitions"
 FRAGILE = "rackguard_placement_fragile_partitions"

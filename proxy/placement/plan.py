@@ -28,8 +28,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rackguard.proxy.placement.kip36 import PlacementError
-from rackguard.proxy.placement.model import (
+from proxy.placement.kip36 import PlacementError
+from proxy.placement.model import (
     PartitionReplicas,
     Racks,
     Topics,

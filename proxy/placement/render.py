@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rackguard.proxy.placement.audit import Audit
-from rackguard.proxy.placement.model import rack_label
-from rackguard.proxy.placement.plan import Plan
+from proxy.placement.audit import Audit
+from proxy.placement.model import rack_label
+from proxy.placement.plan import Plan
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:

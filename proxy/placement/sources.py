@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rackguard.proxy.placement.model import PartitionReplicas
+from proxy.placement.model import PartitionReplicas
 
 
 class SourceError(ValueError):

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from rackguard.proxy.relay.response_queue import ByteCount, ResponseTransform
+from proxy.relay.response_queue import ByteCount, ResponseTransform
 
 
 @dataclass(slots=True)

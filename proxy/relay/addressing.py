@@ -19,18 +19,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
-from rackguard.protocol.addresses import BrokerAddress
-from rackguard.protocol.api_versions import PROXY_VERSION_CAPS, cap_api_versions
-from rackguard.protocol.apis import API_NAMES, ApiKey, api_name
-from rackguard.protocol.describe_cluster import (
+from protocol.addresses import BrokerAddress
+from protocol.api_versions import PROXY_VERSION_CAPS, cap_api_versions
+from protocol.apis import API_NAMES, ApiKey, api_name
+from protocol.describe_cluster import (
     describe_cluster_endpoint_type,
     rewrite_describe_cluster,
 )
-from rackguard.protocol.find_coordinator import rewrite_find_coordinator
-from rackguard.protocol.metadata import rewrite_metadata_brokers
-from rackguard.protocol.produce import rewrite_produce_response_endpoints_seen
-from rackguard.proxy.ops.metrics import ProxyMetrics
-from rackguard.proxy.relay.response_queue import ResponseTransform
+from protocol.find_coordinator import rewrite_find_coordinator
+from protocol.metadata import rewrite_metadata_brokers
+from protocol.produce import rewrite_produce_response_endpoints_seen
+from proxy.ops.metrics import ProxyMetrics
+from proxy.relay.response_queue import ResponseTransform
 
 log = logging.getLogger("rackguard.addressing")
 

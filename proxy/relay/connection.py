@@ -8,7 +8,7 @@ changed. Responses return in request order through a :class:`ResponseQueue`,
 including responses the proxy makes itself.
 
 Both sides are ``asyncio.BufferedProtocol``s reading into a shared
-:class:`~rackguard.protocol.framing.ReadMemory` (one per event loop): a large frame is
+:class:`~protocol.framing.ReadMemory` (one per event loop): a large frame is
 read straight into a buffer of its own size and forwarded from there, so its
 bytes are copied by the kernel on the way in and out and nowhere else.
 
@@ -21,7 +21,7 @@ Invariants:
   the same address and for the same reason are summarised with a count);
 - with SASL relayed (:class:`Guards.sasl`), a request other than ApiVersions,
   SaslHandshake and SaslAuthenticate is neither read nor forwarded until the
-  broker has authenticated the client (:mod:`rackguard.proxy.security.client_guard`);
+  broker has authenticated the client (:mod:`proxy.security.client_guard`);
 - a connection refused by a limit is closed at once; one that has not completed
   a request within ``first_request_timeout_s`` is closed as bad input;
 - when the broker disconnects, the client is disconnected too (in-flight
@@ -37,11 +37,11 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, cast
 
-from rackguard.protocol.apis import API_NAMES, api_name
-from rackguard.protocol.framing import FrameSplitter, ReadMemory
-from rackguard.protocol.headers import peek_request, response_correlation_id
-from rackguard.protocol.primitives import ProtocolError
-from rackguard.proxy.relay.actions import (
+from protocol.apis import API_NAMES, api_name
+from protocol.framing import FrameSplitter, ReadMemory
+from protocol.headers import peek_request, response_correlation_id
+from protocol.primitives import ProtocolError
+from proxy.relay.actions import (
     Action,
     ClientInfo,
     Forward,
@@ -49,11 +49,11 @@ from rackguard.proxy.relay.actions import (
     Limits,
     Reply,
 )
-from rackguard.proxy.relay.response_queue import ResponseQueue
-from rackguard.proxy.security.client_guard import ClientGuard, Guards, Refuse
+from proxy.relay.response_queue import ResponseQueue
+from proxy.security.client_guard import ClientGuard, Guards, Refuse
 
 if TYPE_CHECKING:
-    from rackguard.proxy.ops.metrics import ProxyMetrics
+    from proxy.ops.metrics import ProxyMetrics
 
 log = logging.getLogger("rackguard.connection")
 

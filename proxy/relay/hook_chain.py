@@ -19,8 +19,8 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 
-from rackguard.proxy.relay.actions import Action, ClientInfo, Forward, Reply, RequestHook
-from rackguard.proxy.relay.response_queue import ByteCount, ResponseTransform
+from proxy.relay.actions import Action, ClientInfo, Forward, Reply, RequestHook
+from proxy.relay.response_queue import ByteCount, ResponseTransform
 
 FirstHook = Callable[[ClientInfo, memoryview, int, int, int], Action]
 

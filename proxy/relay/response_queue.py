@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 
-from rackguard.protocol.primitives import ProtocolError
+from protocol.primitives import ProtocolError
 
 # (response frame, api version) -> new frame bytes, or an awaitable of them
 ResponseTransform = Callable[[memoryview, int], object]

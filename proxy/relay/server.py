@@ -8,7 +8,7 @@ listener with a connection to broker N's upstream address.
 
 Invariants: this module and ``connection.py`` are the only places that touch
 sockets; protocol decisions are made by hooks handed to the connections. All
-connections of one server read into one :class:`~rackguard.protocol.framing.ReadMemory`,
+connections of one server read into one :class:`~protocol.framing.ReadMemory`,
 so a server belongs to one event loop (one thread).
 """
 
@@ -21,14 +21,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
-from rackguard.protocol.api_versions import MAX_VERSION as API_VERSIONS_MAX
-from rackguard.protocol.api_versions import PROXY_VERSION_CAPS, unsupported_version_response
-from rackguard.protocol.apis import ApiKey
-from rackguard.protocol.framing import ReadMemory
-from rackguard.protocol.produce import peek_acks
-from rackguard.protocol.produce_response import FIRST_LEADER_HINT_VERSION
-from rackguard.proxy.ops.metrics import ProxyMetrics
-from rackguard.proxy.relay.actions import (
+from protocol.api_versions import MAX_VERSION as API_VERSIONS_MAX
+from protocol.api_versions import PROXY_VERSION_CAPS, unsupported_version_response
+from protocol.apis import ApiKey
+from protocol.framing import ReadMemory
+from protocol.produce import peek_acks
+from protocol.produce_response import FIRST_LEADER_HINT_VERSION
+from proxy.ops.metrics import ProxyMetrics
+from proxy.relay.actions import (
     Action,
     ClientInfo,
     Forward,
@@ -37,15 +37,15 @@ from rackguard.proxy.relay.actions import (
     Reply,
     RequestHook,
 )
-from rackguard.proxy.relay.addressing import AddressBook, AddressRewriter
-from rackguard.proxy.relay.connection import ClientConnection, UpstreamConnection
-from rackguard.proxy.security.bad_input_log import BadInputLog
-from rackguard.proxy.security.client_guard import Guards
-from rackguard.proxy.security.limits import ConnectionLimits
-from rackguard.proxy.security.reload import ReloadingServerContext
-from rackguard.proxy.security.settings_map import relays_client_sasl, server_tls, upstream_tls
-from rackguard.proxy.security.tls import upstream_context
-from rackguard.proxy.settings import Settings
+from proxy.relay.addressing import AddressBook, AddressRewriter
+from proxy.relay.connection import ClientConnection, UpstreamConnection
+from proxy.security.bad_input_log import BadInputLog
+from proxy.security.client_guard import Guards
+from proxy.security.limits import ConnectionLimits
+from proxy.security.reload import ReloadingServerContext
+from proxy.security.settings_map import relays_client_sasl, server_tls, upstream_tls
+from proxy.security.tls import upstream_context
+from proxy.settings import Settings
 
 log = logging.getLogger("rackguard.server")
 

@@ -20,15 +20,15 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rackguard.protocol.apis import api_name
-from rackguard.protocol.primitives import Buffer, ProtocolError
-from rackguard.protocol.sasl import (
+from protocol.apis import api_name
+from protocol.primitives import Buffer, ProtocolError
+from protocol.sasl import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
     read_authenticate_outcome,
     read_handshake_mechanism,
 )
-from rackguard.proxy.security.sasl_gate import SaslGate
+from proxy.security.sasl_gate import SaslGate
 
 
 @dataclass(frozen=True, slots=True)

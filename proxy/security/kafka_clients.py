@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from aiokafka.abc import AbstractTokenProvider
-from rackguard.proxy.security.sasl_login import SaslCredentials
-from rackguard.proxy.security.settings_map import sasl_credentials, upstream_tls
-from rackguard.proxy.security.tls import upstream_context
-from rackguard.proxy.settings import Settings
+
+from proxy.security.sasl_login import SaslCredentials
+from proxy.security.settings_map import sasl_credentials, upstream_tls
+from proxy.security.tls import upstream_context
+from proxy.settings import Settings
 
 
 class _TokenFile(AbstractTokenProvider):

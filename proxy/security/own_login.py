@@ -2,7 +2,7 @@
 
 Used by the poller on each new connection, after ApiVersions. The requests are
 encoded with kafka-python's generic codec (as the poller's other small
-requests), the answers read with :mod:`rackguard.protocol.sasl`.
+requests), the answers read with :mod:`protocol.sasl`.
 
 Invariants: a refusal raises :class:`LoginFailed` carrying the broker's error
 code and message, never a token; the session lifetime the broker grants
@@ -15,15 +15,16 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
-from rackguard.protocol.primitives import Buffer, ProtocolError
-from rackguard.protocol.sasl import (
+
+from protocol.primitives import Buffer, ProtocolError
+from protocol.sasl import (
     AUTHENTICATE_MAX,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
     read_authenticate_response,
     read_handshake_response,
 )
-from rackguard.proxy.security.sasl_login import SaslCredentials, SaslLogin, SaslLoginError
+from proxy.security.sasl_login import SaslCredentials, SaslLogin, SaslLoginError
 
 _MAX_ROUNDS = 8
 

@@ -21,7 +21,7 @@ import ssl
 from collections.abc import Callable
 from pathlib import Path
 
-from rackguard.proxy.security.tls import ServerTls, TlsError, server_context
+from proxy.security.tls import ServerTls, TlsError, server_context
 
 log = logging.getLogger("rackguard.tls")
 

@@ -23,7 +23,7 @@ it closes the connection itself); a failed round leaves it shut.
 
 from __future__ import annotations
 
-from rackguard.protocol.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, AuthenticateOutcome
+from protocol.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE, AuthenticateOutcome
 
 API_VERSIONS = 18
 BEFORE_AUTHENTICATION = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rackguard.proxy.security.sasl_login import SaslCredentials, SaslLoginError
-from rackguard.proxy.security.tls import VERSIONS, ServerTls, UpstreamTls
-from rackguard.proxy.settings import Settings
+from proxy.security.sasl_login import SaslCredentials, SaslLoginError
+from proxy.security.tls import VERSIONS, ServerTls, UpstreamTls
+from proxy.settings import Settings
 
 
 def server_tls(settings: Settings) -> ServerTls | None:

@@ -7,8 +7,8 @@ validators share. Precedence: CLI flags over ``RACKGUARD_*`` environment variabl
 the TOML file named by ``--config`` over the defaults.
 """
 
-from rackguard.proxy.settings.model import Settings, load_settings
-from rackguard.proxy.settings.values import (
+from proxy.settings.model import Settings, load_settings
+from proxy.settings.values import (
     ENV_PREFIX,
     KAFKA_MAX_ASSIGNED_ERROR_CODE,
     MAX_PORT,

@@ -23,12 +23,13 @@ from pydantic_settings import (
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
-from rackguard.proxy.settings.locality import LocalityFields
-from rackguard.proxy.settings.ops import OpsFields
-from rackguard.proxy.settings.relay import RelayFields
-from rackguard.proxy.settings.rule import RuleFields
-from rackguard.proxy.settings.security import SecurityFields
-from rackguard.proxy.settings.values import ENV_PREFIX, SettingsError
+
+from proxy.settings.locality import LocalityFields
+from proxy.settings.ops import OpsFields
+from proxy.settings.relay import RelayFields
+from proxy.settings.rule import RuleFields
+from proxy.settings.security import SecurityFields
+from proxy.settings.values import ENV_PREFIX, SettingsError
 
 
 class Settings(SecurityFields, OpsFields, LocalityFields, RuleFields, RelayFields,

@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
-from rackguard.proxy.settings.values import MAX_PORT
+
+from proxy.settings.values import MAX_PORT
 
 
 class OpsFields(BaseModel):

@@ -6,7 +6,8 @@ from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import NoDecode
-from rackguard.proxy.settings.values import MAX_PORT, SettingsError, parse_host_port, split_csv
+
+from proxy.settings.values import MAX_PORT, SettingsError, parse_host_port, split_csv
 
 
 class RelayFields(BaseModel):

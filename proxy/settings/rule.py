@@ -7,7 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 from pydantic_settings import NoDecode
-from rackguard.proxy.settings.values import KAFKA_MAX_ASSIGNED_ERROR_CODE, parse_pairs
+
+from proxy.settings.values import KAFKA_MAX_ASSIGNED_ERROR_CODE, parse_pairs
 
 
 class RuleFields(BaseModel):

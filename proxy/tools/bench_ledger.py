@@ -28,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rackguard.protocol.framing import FrameSplitter
-from rackguard.protocol.produce_results import produce_results
+from protocol.framing import FrameSplitter
+from protocol.produce_results import produce_results
 
 WINDOW = 8
 SLICES = 4  # turns per target per round

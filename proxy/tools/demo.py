@@ -14,8 +14,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from rackguard.proxy.ops.logs import configure_logging
-from rackguard.proxy.settings import load_settings
+from proxy.ops.logs import configure_logging
+from proxy.settings import load_settings
 
 TOPIC = "payments"
 
@@ -39,9 +39,10 @@ def _send(producer: Any, value: bytes) -> str:
 
 async def run_demo(ports: DemoPorts = DemoPorts(), out: TextIO = sys.stdout) -> int:
     from kafka import KafkaProducer
-    from rackguard.proxy.app import Rackguard
-    from rackguard.simulator.cluster import start_cluster
-    from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
+
+    from proxy.app import Rackguard
+    from simulator.cluster import start_cluster
+    from simulator.config import SimulatorConfig, TopicSpec, racked_brokers
 
     def say(line: str) -> None:
         print(line, file=out, flush=True)

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 
 def report(argv: list[str]) -> int:
-    from rackguard.pipeline.jobs import run
-    from rackguard.pipeline.session import DEFAULT_MASTER
+    from pipeline.jobs import run
+    from pipeline.session import DEFAULT_MASTER
 
     return run(argv, prog="rackguard report", default_master=DEFAULT_MASTER)
 
 
 def dump_offsets(argv: list[str]) -> int:
-    from rackguard.pipeline.dump_offsets import main
+    from pipeline.dump_offsets import main
 
     return main(argv)
 
 
 def audit(argv: list[str]) -> int:
-    from rackguard.pipeline.audit import main
+    from pipeline.audit import main
 
     return main(argv)

@@ -1,11 +1,11 @@
 """Request handlers of the simulator (a TEST DOUBLE), one module per API family.
 
-Invariant: HANDLERS has exactly the API keys of rackguard.simulator.versions.SUPPORTED.
+Invariant: HANDLERS has exactly the API keys of simulator.versions.SUPPORTED.
 """
 
 from __future__ import annotations
 
-from rackguard.simulator.handlers import (
+from simulator.handlers import (
     admin,
     fetch,
     group_apis,
@@ -15,8 +15,8 @@ from rackguard.simulator.handlers import (
     sasl_apis,
     txn_apis,
 )
-from rackguard.simulator.handlers.base import Ctx, Handler
-from rackguard.simulator.versions import SUPPORTED
+from simulator.handlers.base import Ctx, Handler
+from simulator.versions import SUPPORTED
 
 HANDLERS: dict[int, Handler] = {
     0: produce.produce,

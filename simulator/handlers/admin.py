@@ -22,9 +22,10 @@ from kafka.protocol.admin import (
     DescribeConfigsResponse,
     IncrementalAlterConfigsResponse,
 )
-from rackguard.simulator import errors
-from rackguard.simulator.handlers.base import Ctx
-from rackguard.simulator.state import MIN_INSYNC_REPLICAS, StateError
+
+from simulator import errors
+from simulator.handlers.base import Ctx
+from simulator.state import MIN_INSYNC_REPLICAS, StateError
 
 TOPIC = 2
 BROKER = 4

@@ -11,8 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rackguard.simulator import errors
-from rackguard.simulator.core import SimCore
+from simulator import errors
+from simulator.core import SimCore
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,10 @@ import time
 from typing import Any
 
 from kafka.protocol.consumer import FetchResponse, ListOffsetsResponse
-from rackguard.simulator import errors
-from rackguard.simulator.handlers.base import Ctx
-from rackguard.simulator.records import parse_header
+
+from simulator import errors
+from simulator.handlers.base import Ctx
+from simulator.records import parse_header
 
 _FT = FetchResponse.FetchableTopicResponse
 _FP = FetchResponse.FetchableTopicResponse.PartitionData

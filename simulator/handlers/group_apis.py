@@ -3,7 +3,7 @@ OffsetCommit/OffsetFetch, DescribeGroups, ListGroups.
 
 Invariant: only the coordinator broker (lowest live node id) answers group
 requests; the others say NOT_COORDINATOR. All group logic lives in
-rackguard.simulator.groups; this module only maps wire structures to it.
+simulator.groups; this module only maps wire structures to it.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from kafka.protocol.consumer import (
     OffsetFetchResponse,
     SyncGroupResponse,
 )
-from rackguard.simulator import errors
-from rackguard.simulator.groups import CommittedOffset
-from rackguard.simulator.handlers.base import Ctx
+
+from simulator import errors
+from simulator.groups import CommittedOffset
+from simulator.handlers.base import Ctx
 
 
 async def join_group(ctx: Ctx, req: Any) -> Any:

@@ -13,10 +13,11 @@ from typing import Any
 
 from kafka.protocol.admin import DescribeClusterResponse
 from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse, MetadataResponse
-from rackguard.simulator import errors
-from rackguard.simulator.handlers.base import Ctx
-from rackguard.simulator.state import NO_LEADER, StateError, Topic
-from rackguard.simulator.versions import SUPPORTED
+
+from simulator import errors
+from simulator.handlers.base import Ctx
+from simulator.state import NO_LEADER, StateError, Topic
+from simulator.versions import SUPPORTED
 
 ZERO_UUID = uuid.UUID(int=0)
 _MB = MetadataResponse.MetadataResponseBroker

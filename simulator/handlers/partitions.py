@@ -15,9 +15,10 @@ from kafka.protocol.admin import (
     CreatePartitionsResponse,
     ListPartitionReassignmentsResponse,
 )
-from rackguard.simulator import errors
-from rackguard.simulator.handlers.base import Ctx
-from rackguard.simulator.state import StateError
+
+from simulator import errors
+from simulator.handlers.base import Ctx
+from simulator.state import StateError
 
 
 async def create_partitions(ctx: Ctx, req: Any) -> Any:

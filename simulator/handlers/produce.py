@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from kafka.protocol.producer import ProduceResponse
-from rackguard.simulator import errors
-from rackguard.simulator.handlers.base import Ctx
-from rackguard.simulator.records import CorruptBatchError, split_batches
-from rackguard.simulator.sasl import refused_produce
-from rackguard.simulator.state import Partition
+
+from simulator import errors
+from simulator.handlers.base import Ctx
+from simulator.records import CorruptBatchError, split_batches
+from simulator.sasl import refused_produce
+from simulator.state import Partition
 
 _TR = ProduceResponse.TopicProduceResponse
 _PR = ProduceResponse.TopicProduceResponse.PartitionProduceResponse

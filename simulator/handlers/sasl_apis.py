@@ -2,7 +2,7 @@
 
 Invariant: as Kafka's PLAINTEXT/SSL listeners do, both are answered with
 ILLEGAL_SASL_STATE; on a SASL listener the connection's
-:class:`~rackguard.simulator.sasl.SaslSession` answers them before dispatch.
+:class:`~simulator.sasl.SaslSession` answers them before dispatch.
 """
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
-from rackguard.simulator import errors
-from rackguard.simulator.handlers.base import Ctx
+
+from simulator import errors
+from simulator.handlers.base import Ctx
 
 
 async def sasl_handshake(ctx: Ctx, req: Any) -> Any:

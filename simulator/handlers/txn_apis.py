@@ -2,7 +2,7 @@
 
 Invariant: InitProducerId without a transactional id is answered by any
 broker; every transactional request must reach the coordinator broker
-(lowest live node id), else NOT_COORDINATOR. The logic is in rackguard.simulator.txn.
+(lowest live node id), else NOT_COORDINATOR. The logic is in simulator.txn.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
     TxnOffsetCommitResponse,
 )
-from rackguard.simulator import errors
-from rackguard.simulator.groups import CommittedOffset
-from rackguard.simulator.handlers.base import Ctx
+
+from simulator import errors
+from simulator.groups import CommittedOffset
+from simulator.handlers.base import Ctx
 
 
 async def init_producer_id(ctx: Ctx, req: Any) -> Any:

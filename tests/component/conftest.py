@@ -8,11 +8,11 @@ import struct
 from collections.abc import AsyncIterator, Callable
 
 import pytest
-from rackguard.protocol.framing import FrameSplitter
-from rackguard.proxy.ops.metrics import ProxyMetrics
-from rackguard.proxy.relay.server import ProxyServer
-from rackguard.proxy.settings import Settings, load_settings
 
+from protocol.framing import FrameSplitter
+from proxy.ops.metrics import ProxyMetrics
+from proxy.relay.server import ProxyServer
+from proxy.settings import Settings, load_settings
 from tests.component.fake_broker import FakeBroker, Handler
 
 

@@ -14,8 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataResponse
-from rackguard.protocol.framing import FrameSplitter
-from rackguard.protocol.headers import parse_request_header
+
+from protocol.framing import FrameSplitter
+from protocol.headers import parse_request_header
 
 CLOSE = object()
 Handler = Callable[["Received"], "Awaitable[object] | object"]

@@ -28,9 +28,9 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
-from rackguard.proxy.app import Rackguard
-from rackguard.proxy.settings import load_settings
 
+from proxy.app import Rackguard
+from proxy.settings import load_settings
 from tests.component.conftest import RawClient
 from tests.component.test_enforcement_app import Rig, answers, one_rack_isr, produce, sample
 from tests.component.test_enforcement_app import rig as rig  # noqa: F401 - the fixture

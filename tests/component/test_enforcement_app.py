@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 from kafka.protocol.producer import ProduceResponse
-from rackguard.proxy.app import Rackguard, StartupError
-from rackguard.proxy.cluster.poller import PollError
-from rackguard.proxy.settings import load_settings
-from rackguard.simulator.cluster import SimulatedCluster, start_cluster
-from rackguard.simulator.config import BrokerSpec, SimulatorConfig, TopicSpec, racked_brokers
-from rackguard.simulator.faults import Fault
 
 from benchmarks.produce_frames import kp_request, make_batch
+from proxy.app import Rackguard, StartupError
+from proxy.cluster.poller import PollError
+from proxy.settings import load_settings
+from simulator.cluster import SimulatedCluster, start_cluster
+from simulator.config import BrokerSpec, SimulatorConfig, TopicSpec, racked_brokers
+from simulator.faults import Fault
 from tests.component.conftest import RawClient, free_port_block
 
 RACKS = ["rack-a", "rack-b", "rack-c"]

@@ -14,8 +14,8 @@ import socket
 from collections.abc import AsyncIterator, Callable
 
 import pytest
-from rackguard.proxy.relay.server import ProxyServer
 
+from proxy.relay.server import ProxyServer
 from tests.component.conftest import RawClient, corr_of, opaque_request
 from tests.component.fake_broker import CLOSE, Received, echo_response
 

@@ -7,8 +7,8 @@ import logging
 import struct
 
 import pytest
-from rackguard.proxy.relay.server import ProxyServer
 
+from proxy.relay.server import ProxyServer
 from tests.component.conftest import RawClient, corr_of, opaque_request
 from tests.component.fake_broker import echo_response
 

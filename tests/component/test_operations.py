@@ -16,9 +16,9 @@ import urllib.request
 from collections.abc import AsyncIterator
 
 import pytest
-from rackguard.proxy.app import Rackguard
-from rackguard.simulator.faults import Fault
 
+from proxy.app import Rackguard
+from simulator.faults import Fault
 from tests.component.conftest import free_port_block
 from tests.component.test_enforcement_app import Rig, SteppedClock, answers, produce
 from tests.prometheus_text import Samples, parse_samples, sample, total

@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from rackguard.proxy.cluster.poller import MetadataPoller, PollError
-from rackguard.proxy.cluster.view import ClusterViewStore
-from rackguard.simulator.cluster import SimulatedCluster
-from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
-from rackguard.simulator.sasl import SaslUsers, unsecured_jwt
 
+from proxy.cluster.poller import MetadataPoller, PollError
+from proxy.cluster.view import ClusterViewStore
+from simulator.cluster import SimulatedCluster
+from simulator.config import SimulatorConfig, TopicSpec, racked_brokers
+from simulator.sasl import SaslUsers, unsecured_jwt
 from tests.tls_certs import Pki, make_pki
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -39,7 +39,7 @@ async def cluster(pki: Pki) -> AsyncIterator[SimulatedCluster]:
 
 def _poller(sim: SimulatedCluster, pki: Pki, tmp_path: Path, mechanism: str,
             password: str, **extra: object) -> tuple[MetadataPoller, ClusterViewStore]:
-    from rackguard.proxy.settings import load_settings
+    from proxy.settings import load_settings
 
     secret = tmp_path / "pw"
     secret.write_text(password + "\n")
@@ -106,7 +106,7 @@ async def test_a_broker_certificate_for_another_host_is_refused(
 
 async def test_oauthbearer_reads_the_token_file_at_each_login(
         cluster: SimulatedCluster, pki: Pki, tmp_path: Path) -> None:
-    from rackguard.proxy.settings import load_settings
+    from proxy.settings import load_settings
 
     token = tmp_path / "token"
     token.write_text(unsecured_jwt("nobody"))

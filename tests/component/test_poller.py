@@ -1,4 +1,4 @@
-"""rackguard.proxy.cluster.poller against a scripted fake broker: the DescribeConfigs step.
+"""proxy.cluster.poller against a scripted fake broker: the DescribeConfigs step.
 
 Invariant under test: after a poll every topic carries the min.insync.replicas
 the broker reports; a broker that drops the connection on a DescribeConfigs
@@ -17,11 +17,11 @@ from collections.abc import Iterator
 import pytest
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
 from kafka.protocol.metadata import MetadataResponse
-from rackguard.protocol.describe_configs import MIN_INSYNC_REPLICAS
-from rackguard.proxy.cluster.poller import MetadataPoller
-from rackguard.proxy.cluster.view import ClusterView, ClusterViewStore
-from rackguard.proxy.settings import load_settings
 
+from protocol.describe_configs import MIN_INSYNC_REPLICAS
+from proxy.cluster.poller import MetadataPoller
+from proxy.cluster.view import ClusterView, ClusterViewStore
+from proxy.settings import load_settings
 from tests.component.fake_broker import (
     CLOSE,
     FakeBroker,

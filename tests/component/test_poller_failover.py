@@ -15,8 +15,8 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
-from rackguard.simulator.faults import Fault
 
+from simulator.faults import Fault
 from tests.component.conftest import free_port_block
 from tests.component.test_enforcement_app import Rig, answers, produce
 

@@ -6,12 +6,11 @@ import asyncio
 import random
 import struct
 
-from rackguard.protocol.metadata import read_metadata
-from rackguard.proxy.relay.actions import ClientInfo, Forward, Reply
-from rackguard.proxy.relay.response_queue import ByteCount
-from rackguard.proxy.relay.server import ProxyServer
-
 from benchmarks.produce_frames import kp_request, make_batch
+from protocol.metadata import read_metadata
+from proxy.relay.actions import ClientInfo, Forward, Reply
+from proxy.relay.response_queue import ByteCount
+from proxy.relay.server import ProxyServer
 from tests.component.conftest import RawClient, corr_of, opaque_request
 from tests.component.fake_broker import (
     CLOSE,
@@ -312,7 +311,7 @@ async def test_requests_sent_just_before_the_client_leaves_still_arrive(make_pro
 
 
 async def test_newer_api_versions_is_negotiated_down(make_proxy) -> None:  # type: ignore[no-untyped-def]
-    from rackguard.protocol.api_versions import read_api_versions
+    from protocol.api_versions import read_api_versions
 
     server, broker = await make_proxy(lambda req: [echo_response(req.correlation_id)])
     client = await RawClient.connect(server.bootstrap_port)

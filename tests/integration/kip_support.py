@@ -28,8 +28,9 @@ from typing import Any
 
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kafka.record.memory_records import MemoryRecordsBuilder
-from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
-from rackguard.simulator.threaded import ThreadedCluster
+
+from simulator.config import SimulatorConfig, TopicSpec, racked_brokers
+from simulator.threaded import ThreadedCluster
 
 from .harness import wire
 from .harness.ports import free_port_block

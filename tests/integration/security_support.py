@@ -27,10 +27,10 @@ from kafka.protocol.sasl import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
-from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
-from rackguard.simulator.sasl import SaslUsers
-from rackguard.simulator.threaded import ThreadedCluster
 
+from simulator.config import SimulatorConfig, TopicSpec, racked_brokers
+from simulator.sasl import SaslUsers
+from simulator.threaded import ThreadedCluster
 from tests.tls_certs import Pki, make_pki
 
 from .harness import wire

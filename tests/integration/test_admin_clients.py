@@ -23,7 +23,8 @@ from confluent_kafka.admin import (
 )
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
-from rackguard.simulator.threaded import ThreadedCluster
+
+from simulator.threaded import ThreadedCluster
 
 from .harness import java
 from .kip_support import (

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rackguard.simulator.threaded import ThreadedCluster
+
+from simulator.threaded import ThreadedCluster
 
 from . import kip_support as ks
 from .harness import java, kcat, leak, wire

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from kafka import TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
-from rackguard.simulator.threaded import ThreadedCluster
 
+from simulator.threaded import ThreadedCluster
 from tests.prometheus_text import Samples, metrics_url, read_samples
 
 from . import kip_support as ks
@@ -131,7 +131,7 @@ def test_java_admin_client_create_topics_and_partitions(
 
 
 def _placement(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rackguard.proxy.cli", "placement", *args],
+    return subprocess.run([sys.executable, "-m", "proxy.cli", "placement", *args],
                           capture_output=True, text=True, timeout=60)
 
 

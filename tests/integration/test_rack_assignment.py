@@ -31,8 +31,9 @@ from kafka.protocol.consumer.metadata import (
     ConsumerProtocolAssignment,
     ConsumerProtocolSubscription,
 )
-from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
-from rackguard.simulator.threaded import ThreadedCluster
+
+from simulator.config import SimulatorConfig, TopicSpec, racked_brokers
+from simulator.threaded import ThreadedCluster
 
 from . import kip_support as ks
 from .harness import wire

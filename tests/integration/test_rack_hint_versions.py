@@ -19,9 +19,9 @@ from collections.abc import Iterator
 import pytest
 from kafka.protocol.consumer import FetchRequest, JoinGroupRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as Sub
-from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
-from rackguard.simulator.threaded import ThreadedCluster
 
+from simulator.config import SimulatorConfig, TopicSpec, racked_brokers
+from simulator.threaded import ThreadedCluster
 from tests.prometheus_text import metrics_url, read_samples, total
 from tests.simulator.helpers import RawClient, batch
 from tests.simulator.test_wire import produce

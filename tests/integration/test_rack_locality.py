@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
-from rackguard.simulator.threaded import ThreadedCluster
 
+from simulator.config import SimulatorConfig, TopicSpec, racked_brokers
+from simulator.threaded import ThreadedCluster
 from tests.prometheus_text import by_label, metrics_url, read_samples
 
 from . import kip_support as ks

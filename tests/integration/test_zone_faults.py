@@ -27,9 +27,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from rackguard.simulator.faults import Fault
-from rackguard.simulator.threaded import ThreadedCluster
 
+from simulator.faults import Fault
+from simulator.threaded import ThreadedCluster
 from tests.prometheus_text import Samples, http_status, metrics_url, read_samples
 
 from . import kip_support as ks

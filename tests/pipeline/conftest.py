@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from rackguard.pipeline.session import build_session, missing_requirement
+
+from pipeline.session import build_session, missing_requirement
 
 
 @pytest.fixture(scope="session")

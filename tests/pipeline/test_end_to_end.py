@@ -19,17 +19,17 @@ from typing import Any
 
 import pytest
 from kafka.protocol.producer import ProduceResponse
-from rackguard.pipeline.audit import main as audit_main
-from rackguard.pipeline.dump_offsets import read_topic, write_rows
-from rackguard.pipeline.labels import human_bytes
-from rackguard.pipeline.ledger_io import read_ledger
-from rackguard.pipeline.reports import audit_loss, durability, whatif
-from rackguard.proxy.app import Rackguard
-from rackguard.proxy.settings import load_settings
-from rackguard.simulator.cluster import SimulatedCluster, start_cluster
-from rackguard.simulator.config import SimulatorConfig, TopicSpec, racked_brokers
 
 from benchmarks.produce_frames import kp_request, make_batch
+from pipeline.audit import main as audit_main
+from pipeline.dump_offsets import read_topic, write_rows
+from pipeline.labels import human_bytes
+from pipeline.ledger_io import read_ledger
+from pipeline.reports import audit_loss, durability, whatif
+from proxy.app import Rackguard
+from proxy.settings import load_settings
+from simulator.cluster import SimulatedCluster, start_cluster
+from simulator.config import SimulatorConfig, TopicSpec, racked_brokers
 from tests.component.conftest import RawClient, free_port_block
 
 pytestmark = pytest.mark.spark

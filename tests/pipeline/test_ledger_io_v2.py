@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 from pyspark.sql.types import BooleanType
-from rackguard.pipeline.ledger_io import CORRUPT, DECISION_SCHEMA, PARTITION_FIELDS, read_ledger
-from rackguard.pipeline.reports import durability, whatif
 
+from pipeline.ledger_io import CORRUPT, DECISION_SCHEMA, PARTITION_FIELDS, read_ledger
+from pipeline.reports import durability, whatif
 from tests.pipeline.test_reports import (
     BAD_DECISIONS,
     PROXY_A,

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rackguard.pipeline.jobs import run
-from rackguard.pipeline.labels import human_bytes
+
+from pipeline.jobs import run
+from pipeline.labels import human_bytes
 
 from . import sample_ledger
 

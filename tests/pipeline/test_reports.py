@@ -23,11 +23,12 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pytest
-from rackguard.pipeline.dump_offsets import write_rows
-from rackguard.pipeline.jobs import run
-from rackguard.pipeline.ledger_io import PARTITION_FIELDS, read_ledger
-from rackguard.pipeline.reports import audit_loss, durability, placement, whatif
-from rackguard.pipeline.session import missing_requirement
+
+from pipeline.dump_offsets import write_rows
+from pipeline.jobs import run
+from pipeline.ledger_io import PARTITION_FIELDS, read_ledger
+from pipeline.reports import audit_loss, durability, placement, whatif
+from pipeline.session import missing_requirement
 
 pytestmark = pytest.mark.spark
 

@@ -14,10 +14,11 @@ import threading
 from pathlib import Path
 
 import pytest
-from rackguard.pipeline import verdicts
-from rackguard.pipeline.dump_offsets import DumpPathError, check_out, main, write_rows
-from rackguard.pipeline.labels import human_bytes, human_seconds, percent, value_text
-from rackguard.pipeline.progress import Progress
+
+from pipeline import verdicts
+from pipeline.dump_offsets import DumpPathError, check_out, main, write_rows
+from pipeline.labels import human_bytes, human_seconds, percent, value_text
+from pipeline.progress import Progress
 
 T = 1_763_944_198.0  # 2025-11-24 00:29:58 UTC
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from rackguard.simulator import SimulatedCluster, ThreadedCluster, TopicSpec, start_cluster
 
+from simulator import SimulatedCluster, ThreadedCluster, TopicSpec, start_cluster
 from tests.simulator.helpers import six_broker_config
 
 

@@ -13,7 +13,8 @@ import time
 from typing import Any
 
 from kafka.record.memory_records import MemoryRecordsBuilder
-from rackguard.simulator import SimulatorConfig, TopicSpec, racked_brokers
+
+from simulator import SimulatorConfig, TopicSpec, racked_brokers
 
 RACKS = ["rack-a", "rack-b", "rack-c"]
 LOW, HIGH = 20000, 32000

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rackguard.simulator import SimulatedCluster, TopicSpec, start_cluster
-from rackguard.simulator.cli import build_parser, config_from_args
 
+from simulator import SimulatedCluster, TopicSpec, start_cluster
+from simulator.cli import build_parser, config_from_args
 from tests.simulator.helpers import RawClient, free_port_base, six_broker_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,7 +52,7 @@ def test_cli_runs_until_sigterm() -> None:
     base = free_port_base(4)
     control = free_port_base(1)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rackguard.simulator", "--brokers", "3", "--port-base", str(base),
+        [sys.executable, "-m", "simulator", "--brokers", "3", "--port-base", str(base),
          "--control-port", str(control), "--topic", "demo:3:3", "--log-level", "WARNING"],
         cwd=ROOT, stdout=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},

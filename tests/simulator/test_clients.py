@@ -13,7 +13,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import NotEnoughReplicasError
-from rackguard.simulator import SimulatedCluster, ThreadedCluster
+
+from simulator import SimulatedCluster, ThreadedCluster
 
 pytestmark = pytest.mark.integration
 N = 30

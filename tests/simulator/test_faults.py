@@ -12,10 +12,10 @@ import struct
 import time
 
 import pytest
-from rackguard.simulator.cluster import start_cluster
-from rackguard.simulator.config import SimulatorConfig, racked_brokers
-from rackguard.simulator.faults import PROXY_CLIENT_ID, Fault
 
+from simulator.cluster import start_cluster
+from simulator.config import SimulatorConfig, racked_brokers
+from simulator.faults import PROXY_CLIENT_ID, Fault
 from tests.component.conftest import free_port_block
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from rackguard.simulator import errors
-from rackguard.simulator.groups import STABLE, CommittedOffset, GroupCoordinator
+from simulator import errors
+from simulator.groups import STABLE, CommittedOffset, GroupCoordinator
 
 PROTOS = [("range", b"meta")]
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from rackguard.simulator.placement import assign_replicas, rack_alternated
-from rackguard.simulator.threaded import ThreadedCluster
+
+from simulator.placement import assign_replicas, rack_alternated
+from simulator.threaded import ThreadedCluster
 
 SIX = [(1, "a"), (2, "b"), (3, "c"), (4, "a"), (5, "b"), (6, "c")]
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 from kafka.record import MemoryRecords
-from rackguard.simulator import errors
-from rackguard.simulator.log import PartitionLog
-from rackguard.simulator.records import (
+
+from simulator import errors
+from simulator.log import PartitionLog
+from simulator.records import (
     CorruptBatchError,
     control_batch,
     parse_header,
     split_batches,
 )
-
 from tests.simulator.helpers import batch
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 from kafka.protocol.consumer import FetchRequest
-from rackguard.simulator import ThreadedCluster, TopicSpec, errors
 
+from simulator import ThreadedCluster, TopicSpec, errors
 from tests.simulator.helpers import RawClient, batch, six_broker_config
 from tests.simulator.test_wire import produce
 

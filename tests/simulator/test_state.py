@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from rackguard.simulator.config import racked_brokers
-from rackguard.simulator.state import NO_LEADER, ClusterState, StateError
+
+from simulator.config import racked_brokers
+from simulator.state import NO_LEADER, ClusterState, StateError
 
 
 def make_state() -> ClusterState:

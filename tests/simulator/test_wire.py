@@ -9,8 +9,8 @@ from kafka.protocol.admin import DescribeConfigsRequest
 from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
-from rackguard.simulator import ThreadedCluster, errors
 
+from simulator import ThreadedCluster, errors
 from tests.simulator.helpers import RawClient, batch
 
 pytestmark = pytest.mark.integration

@@ -422,8 +422,8 @@ def _stop_or_kill(n: KafkaNode, timeout: float) -> None:
 def metadata_brokers(host: str, port: int, timeout: float) -> list[int]:
     """The node ids of one broker's Metadata answer (no topics asked)."""
     from kafka.protocol.metadata import MetadataRequest, MetadataResponse
-    from rackguard.protocol.metadata import read_metadata
 
+    from protocol.metadata import read_metadata
     from tests.integration.harness.wire import RawKafkaConnection
 
     with RawKafkaConnection(host, port, timeout=timeout, client_id="rg-cluster") as conn:

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
-from rackguard.protocol.metadata import PartitionMetadata, TopicMetadata, read_metadata
 
+from protocol.metadata import PartitionMetadata, TopicMetadata, read_metadata
 from tests.integration.harness.java import JavaClient
 from tests.integration.harness.ports import free_port
 from tests.integration.harness.procs import RackguardProxy

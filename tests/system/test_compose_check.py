@@ -25,10 +25,11 @@ from typing import Any
 import pytest
 import yaml
 from prometheus_client import CollectorRegistry, generate_latest
-from rackguard.proxy.app import Rackguard
-from rackguard.proxy.cluster.view import ClusterView
-from rackguard.proxy.locality.metrics import LocalityMetrics
-from rackguard.proxy.settings import load_settings
+
+from proxy.app import Rackguard
+from proxy.cluster.view import ClusterView
+from proxy.locality.metrics import LocalityMetrics
+from proxy.settings import load_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -158,7 +159,7 @@ def test_dockerfile() -> None:
         assert f"!{package}/**" in allowed, f"the image would lack {package}/"
     assert "!pyproject.toml" in allowed and "!README.md" in allowed
     assert "!setup.py" in allowed, "the image would lack the package map (setup.py)"
-    assert "import rackguard.proxy.ledger._ledger_native" in text, (
+    assert "import proxy.ledger._ledger_native" in text, (
         "the image must check the encoder built")
 
 

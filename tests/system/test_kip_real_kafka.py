@@ -35,13 +35,13 @@ from typing import Any
 
 import pytest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
-from rackguard.protocol.metadata import (
+
+from protocol.metadata import (
     MetadataSnapshot,
     PartitionMetadata,
     TopicMetadata,
     read_metadata,
 )
-
 from tests.integration.harness.java import JavaClient
 from tests.integration.harness.wire import RawKafkaConnection
 from tests.integration.kip_support import (

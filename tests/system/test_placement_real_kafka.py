@@ -34,7 +34,7 @@ SKEWED = {0: [1, 4], 1: [2, 5], 2: [3, 6], 3: [1, 2]}  # Kafka wants one RF
 
 
 def placement(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rackguard.proxy.cli", "placement", *args],
+    return subprocess.run([sys.executable, "-m", "proxy.cli", "placement", *args],
                           capture_output=True, text=True, timeout=120)
 
 

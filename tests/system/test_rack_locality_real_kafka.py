@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from rackguard.protocol.primitives import encode_array_len, encode_string, read_uvarint
 
+from protocol.primitives import encode_array_len, encode_string, read_uvarint
 from tests.integration.harness import wire
 from tests.integration.harness.java import JavaClient
 from tests.integration.harness.ports import free_port

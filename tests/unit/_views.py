@@ -8,8 +8,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from rackguard.protocol.addresses import BrokerAddress
-from rackguard.protocol.metadata import MetadataSnapshot, PartitionMetadata, TopicMetadata
+from protocol.addresses import BrokerAddress
+from protocol.metadata import MetadataSnapshot, PartitionMetadata, TopicMetadata
 
 
 class Clock:

@@ -212,7 +212,7 @@ def proxy_unavailable_reason() -> str | None:
     if not RGTEST_RACKGUARD_BIN.exists():
         return f"proxy not built yet: {RGTEST_RACKGUARD_BIN} is missing"
     r = subprocess.run(
-        [sys.executable, "-c", "import rackguard.proxy.cli"],
+        [sys.executable, "-c", "import proxy.cli"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -220,5 +220,5 @@ def proxy_unavailable_reason() -> str | None:
     )
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or ["?"])[-1]
-        return f"proxy not built yet: `import rackguard.proxy.cli` fails ({last})"
+        return f"proxy not built yet: `import proxy.cli` fails ({last})"
     return None

@@ -9,7 +9,7 @@ per-broker entry and changes turned off are refused; CreateTopics likewise.
 
 from __future__ import annotations
 
-from rackguard.protocol.alter_configs import (
+from protocol.alter_configs import (
     ALTER_CONFIGS,
     APPEND,
     DELETE,
@@ -20,11 +20,11 @@ from rackguard.protocol.alter_configs import (
     AlterConfigsRequest,
     AlterResource,
 )
-from rackguard.protocol.create_topics import CreateTopicsRequest, NewTopic, TopicConfig
-from rackguard.proxy.admin.plan import Context, plan_alter
-from rackguard.proxy.admin.plan_create import plan_create
-from rackguard.proxy.admin.rules import ClusterFacts
-from rackguard.proxy.admin.state import (
+from protocol.create_topics import CreateTopicsRequest, NewTopic, TopicConfig
+from proxy.admin.plan import Context, plan_alter
+from proxy.admin.plan_create import plan_create
+from proxy.admin.rules import ClusterFacts
+from proxy.admin.state import (
     CLUSTER_DEFAULT,
     Change,
     DynamicConfigs,

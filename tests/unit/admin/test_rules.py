@@ -11,13 +11,14 @@ record round-trips and a bad record raises RecordError.
 from __future__ import annotations
 
 import pytest
-from rackguard.protocol.describe_configs_rewrite import (
+
+from protocol.describe_configs_rewrite import (
     DEFAULT_CONFIG,
     DYNAMIC_DEFAULT_BROKER_CONFIG,
     DYNAMIC_TOPIC_CONFIG,
     STATIC_BROKER_CONFIG,
 )
-from rackguard.proxy.admin.rules import (
+from proxy.admin.rules import (
     ClusterFacts,
     DescribeOptions,
     Refused,
@@ -27,7 +28,7 @@ from rackguard.proxy.admin.rules import (
     effective_rule,
     validate,
 )
-from rackguard.proxy.admin.state import (
+from proxy.admin.state import (
     CLUSTER_DEFAULT,
     Change,
     DynamicConfigs,
@@ -37,7 +38,7 @@ from rackguard.proxy.admin.state import (
     decode_record,
     encode_record,
 )
-from rackguard.proxy.enforce.policy import RackRule
+from proxy.enforce.policy import RackRule
 
 FACTS = ClusterFacts(racks=3, rackless=())
 

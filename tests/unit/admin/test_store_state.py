@@ -10,11 +10,12 @@ was read to its end, and shows a later failure while staying ready.
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
-from rackguard.proxy.admin.service import AdminConfigs
-from rackguard.proxy.admin.state import Change, DynamicConfigs, Resource, StoredValue
-from rackguard.proxy.admin.store import ConfigTopicStore, StoreSettings
-from rackguard.proxy.ops.health import Health
-from rackguard.proxy.settings import load_settings
+
+from proxy.admin.service import AdminConfigs
+from proxy.admin.state import Change, DynamicConfigs, Resource, StoredValue
+from proxy.admin.store import ConfigTopicStore, StoreSettings
+from proxy.ops.health import Health
+from proxy.settings import load_settings
 
 
 def store(changes: list[tuple[DynamicConfigs, DynamicConfigs, Change]],

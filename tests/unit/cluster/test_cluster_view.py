@@ -1,4 +1,4 @@
-"""rackguard.proxy.cluster.view: the immutable cluster view and the store that replaces it.
+"""proxy.cluster.view: the immutable cluster view and the store that replaces it.
 
 Invariant under test: a full Metadata response replaces the topic set, a
 partial one merges into it (UNKNOWN_TOPIC_OR_PARTITION removes a topic);
@@ -15,8 +15,9 @@ import dataclasses
 import gc
 
 import pytest
-from rackguard.protocol.metadata import TopicMetadata
-from rackguard.proxy.cluster.view import (
+
+from protocol.metadata import TopicMetadata
+from proxy.cluster.view import (
     NO_RACK,
     Broker,
     ClusterView,
@@ -24,7 +25,6 @@ from rackguard.proxy.cluster.view import (
     PartitionState,
     TopicState,
 )
-
 from tests.unit._views import BROKERS, Clock, broker, part, snap, tid, topic
 
 

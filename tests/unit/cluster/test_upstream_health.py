@@ -8,7 +8,7 @@ broker that answers stays first; a broker that failed and left the view stays do
 
 from __future__ import annotations
 
-from rackguard.proxy.cluster.upstream_health import Candidate, UpstreamHealth
+from proxy.cluster.upstream_health import Candidate, UpstreamHealth
 
 BOOT = [("10.0.0.1", 9092), ("10.0.0.4", 9092)]
 RACK = {1: "a", 2: "b", 3: "c", 4: "a", 5: "b", 6: "c"}

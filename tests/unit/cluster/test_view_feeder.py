@@ -1,4 +1,4 @@
-"""rackguard.proxy.cluster.feeder: Metadata responses read and merged on a worker thread.
+"""proxy.cluster.feeder: Metadata responses read and merged on a worker thread.
 
 Invariant under test: the view the feeder installs is exactly the one
 ``ClusterViewStore.apply_metadata(read_metadata(frame))`` would have built on
@@ -23,16 +23,16 @@ from collections.abc import Iterator
 
 import pytest
 from kafka.protocol.metadata import MetadataResponse
-from rackguard.protocol.metadata import read_metadata
-from rackguard.protocol.primitives import ProtocolError
-from rackguard.proxy.cluster.feeder import (
+
+from protocol.metadata import read_metadata
+from protocol.primitives import ProtocolError
+from proxy.cluster.feeder import (
     Pause,
     ViewFeeder,
     _release_gradually,
 )
-from rackguard.proxy.cluster.pacing import Pacer
-from rackguard.proxy.cluster.view import ClusterView, ClusterViewStore
-
+from proxy.cluster.pacing import Pacer
+from proxy.cluster.view import ClusterView, ClusterViewStore
 from tests.unit._views import Clock
 
 _T = MetadataResponse.MetadataResponseTopic

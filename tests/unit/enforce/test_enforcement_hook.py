@@ -1,4 +1,4 @@
-"""rackguard.proxy.enforce.enforcement.RackEnforcer, the Produce hook, played without sockets.
+"""proxy.enforce.enforcement.RackEnforcer, the Produce hook, played without sockets.
 
 Invariant under test: acks 0/1 (and a rule that needs no more than one rack)
 are forwarded untouched without walking; otherwise all-pass forwards the
@@ -19,15 +19,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-import rackguard.proxy.enforce.enforcement as enforcement_module
 from prometheus_client import CollectorRegistry
-from rackguard.protocol.produce import TopicKey
-from rackguard.proxy.cluster.view import ClusterViewStore
-from rackguard.proxy.enforce.enforcement import EnforcementSettings, RackEnforcer
-from rackguard.proxy.enforce.metrics import EnforcementMetrics
-from rackguard.proxy.enforce.policy import RackRule
-from rackguard.proxy.relay.actions import ClientInfo, Forward, Reply
 
+import proxy.enforce.enforcement as enforcement_module
 from benchmarks.produce_frames import (
     kp_decode_request,
     kp_decode_response,
@@ -35,6 +29,12 @@ from benchmarks.produce_frames import (
     kp_response,
     make_batch,
 )
+from protocol.produce import TopicKey
+from proxy.cluster.view import ClusterViewStore
+from proxy.enforce.enforcement import EnforcementSettings, RackEnforcer
+from proxy.enforce.metrics import EnforcementMetrics
+from proxy.enforce.policy import RackRule
+from proxy.relay.actions import ClientInfo, Forward, Reply
 from tests.unit._views import Clock, broker, part, snap, tid, topic
 
 VERSIONS = [3, 8, 9, 12, 13]

@@ -1,4 +1,4 @@
-"""rackguard.proxy.enforce.metrics: rack decisions counted in plain Python, exposed at scrape time.
+"""proxy.enforce.metrics: rack decisions counted in plain Python, exposed at scrape time.
 
 Invariant under test: what /metrics shows is what prometheus_client's own
 Counter (``rackguard_produce_partitions{topic,decision,reason}``) and
@@ -18,9 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from rackguard.proxy.enforce.metrics import _AGE_BUCKETS, EnforcementMetrics
-from rackguard.proxy.enforce.policy import Decision, Verdict
-from rackguard.proxy.relay.actions import ClientInfo
+
+from proxy.enforce.metrics import _AGE_BUCKETS, EnforcementMetrics
+from proxy.enforce.policy import Decision, Verdict
+from proxy.relay.actions import ClientInfo
 
 CLIENT = ClientInfo("10.0.0.1:4000", "node-1")
 

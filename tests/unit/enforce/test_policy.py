@@ -1,4 +1,4 @@
-"""rackguard.proxy.enforce.policy: the rack rule (DESIGN.md section 1) as a pure function of
+"""proxy.enforce.policy: the rack rule (DESIGN.md section 1) as a pure function of
 plain values.
 
 Invariant under test: per partition, in this order: unknown topic/partition ->
@@ -16,17 +16,19 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from rackguard.protocol.headers import parse_request_header
-from rackguard.protocol.produce import (
+
+from benchmarks.produce_frames import kp_request, make_batch
+from protocol.headers import parse_request_header
+from protocol.produce import (
     PartitionData,
     ProduceRequest,
     TopicData,
     TopicKey,
     walk_produce_request,
 )
-from rackguard.proxy.app import rack_rule
-from rackguard.proxy.cluster.view import ClusterView, ClusterViewStore
-from rackguard.proxy.enforce.policy import (
+from proxy.app import rack_rule
+from proxy.cluster.view import ClusterView, ClusterViewStore
+from proxy.enforce.policy import (
     REJECTING,
     Decision,
     RackRule,
@@ -35,9 +37,7 @@ from rackguard.proxy.enforce.policy import (
     decide_known,
     unknown_partitions,
 )
-from rackguard.proxy.settings import load_settings
-
-from benchmarks.produce_frames import kp_request, make_batch
+from proxy.settings import load_settings
 from tests.unit._views import Clock, broker, part, snap, tid, topic
 
 T0 = 1000.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rackguard.proxy.ledger.schema import PARTITION_FIELDS
+from proxy.ledger.schema import PARTITION_FIELDS
 
 
 def partition_rows(text: str) -> list[dict[str, Any]]:

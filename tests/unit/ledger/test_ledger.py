@@ -1,4 +1,4 @@
-"""rackguard.proxy.ledger.recorder: rows from real decisions, the bounded queue, rotation,
+"""proxy.ledger.recorder: rows from real decisions, the bounded queue, rotation,
 snapshots.
 
 Invariants under test: one row per partition of every rack-checked acks=all
@@ -20,15 +20,15 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from rackguard.protocol.headers import parse_request_header
-from rackguard.proxy.enforce.enforcement import RackEnforcer
-from rackguard.proxy.enforce.metrics import EnforcementMetrics
-from rackguard.proxy.enforce.policy import RackRule
-from rackguard.proxy.ledger.files import RotatingJsonl
-from rackguard.proxy.ledger.recorder import OBSERVED, REJECTED, DecisionLedger, LedgerConfig
-from rackguard.proxy.relay.actions import Forward, Reply
 
 from benchmarks.produce_frames import kp_response
+from protocol.headers import parse_request_header
+from proxy.enforce.enforcement import RackEnforcer
+from proxy.enforce.metrics import EnforcementMetrics
+from proxy.enforce.policy import RackRule
+from proxy.ledger.files import RotatingJsonl
+from proxy.ledger.recorder import OBSERVED, REJECTED, DecisionLedger, LedgerConfig
+from proxy.relay.actions import Forward, Reply
 from tests.unit.enforce.test_enforcement_hook import (
     BATCHES,
     CLIENT,
@@ -279,7 +279,7 @@ def test_an_encoder_failure_drops_that_requests_rows_not_the_data_path(
     """A bug while encoding (here: the row fragment cannot be made for one topic) never
     reaches the response path or stops the writer: the rows are retried in Python on
     the writer, dropped there and counted; other requests' rows are written."""
-    import rackguard.proxy.ledger.rows as ledger_rows
+    import proxy.ledger.rows as ledger_rows
 
     real = ledger_rows._context
 

@@ -1,4 +1,4 @@
-"""rackguard.proxy.ledger.chunks.RowChunks: encoded rows in reusable chunks.
+"""proxy.ledger.chunks.RowChunks: encoded rows in reusable chunks.
 
 Invariant under test: every row the encoder accepts reaches ``sealed`` exactly
 once, in order, in a chunk whose ``buf[:end]`` holds just those rows and whose
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from rackguard.proxy.ledger.chunks import _POOLED_CHUNKS, Chunk, RowChunks
-from rackguard.proxy.ledger.recorder import REJECTED
-from rackguard.proxy.ledger.rows import NATIVE_ROWS
 
+from proxy.ledger.chunks import _POOLED_CHUNKS, Chunk, RowChunks
+from proxy.ledger.recorder import REJECTED
+from proxy.ledger.rows import NATIVE_ROWS
 from tests.unit.enforce.test_enforcement_hook import Playbook, produce
 from tests.unit.ledger.test_ledger import ledger_for, rows_in
 
@@ -199,7 +199,7 @@ async def test_a_running_loop_seals_idle_rows_by_timer() -> None:
 
 async def test_ledger_writes_rows_on_a_running_loop_without_seal(tmp_path: Path) -> None:
     if NATIVE_ROWS is None:
-        pytest.skip("the C row encoder (rackguard.proxy.ledger._ledger_native) is not built: "
+        pytest.skip("the C row encoder (proxy.ledger._ledger_native) is not built: "
                     "no chunks")
     play = Playbook()
     ledger, _ = ledger_for(play, tmp_path, flush_interval_s=0.05, snapshot_interval_s=3600)

@@ -1,4 +1,4 @@
-"""The ledger's C completion path (rackguard.proxy.ledger._ledger_native.Pending and Sink).
+"""The ledger's C completion path (proxy.ledger._ledger_native.Pending and Sink).
 
 Invariants under test: a ledger whose forwarded entries complete in C writes
 exactly the bytes, in the same order, that the Python completion path
@@ -19,16 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import rackguard.proxy.ledger.recorder as ledger_module
-from rackguard.protocol.headers import parse_request_header
-from rackguard.protocol.primitives import ProtocolError
-from rackguard.protocol.produce import walk_produce_request
-from rackguard.proxy.enforce.policy import decide
-from rackguard.proxy.ledger.recorder import DecisionLedger, PendingProduce
-from rackguard.proxy.ledger.rows import ProduceEntry, RowFormatter
-from rackguard.proxy.relay.actions import ClientInfo, Forward
 
+import proxy.ledger.recorder as ledger_module
 from benchmarks.produce_frames import kp_response
+from protocol.headers import parse_request_header
+from protocol.primitives import ProtocolError
+from protocol.produce import walk_produce_request
+from proxy.enforce.policy import decide
+from proxy.ledger.recorder import DecisionLedger, PendingProduce
+from proxy.ledger.rows import ProduceEntry, RowFormatter
+from proxy.relay.actions import ClientInfo, Forward
 from tests.unit._views import part, snap, topic
 from tests.unit.enforce.test_enforcement_hook import (
     CLUSTER,
@@ -42,7 +42,7 @@ from tests.unit.ledger._ledger_lines import partition_rows
 from tests.unit.ledger.test_ledger import ledger_for, rows_in
 
 pytestmark = pytest.mark.skipif(ledger_module.Sink is None,
-                                reason="rackguard.proxy.ledger._ledger_native is not built "
+                                reason="proxy.ledger._ledger_native is not built "
                                 "(no C compiler)")
 
 PARTITIONS = {"orders": 4, "audit": 2, "payments": 1}

@@ -1,4 +1,4 @@
-"""rackguard.proxy.ledger._ledger_native: the C row encoder against the Python reference,
+"""proxy.ledger._ledger_native: the C row encoder against the Python reference,
 differentially.
 
 Invariant under test: for any entry (Produce v3-v13 request, decisions on a view,
@@ -23,14 +23,14 @@ import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.control import currently_in_test_context
-from rackguard.protocol.headers import parse_request_header
-from rackguard.protocol.primitives import encode_uvarint
-from rackguard.protocol.produce import TopicKey, walk_produce_request
-from rackguard.proxy.cluster.view import ClusterViewStore
-from rackguard.proxy.enforce.policy import REJECTING, RackRule, decide
-from rackguard.proxy.ledger.rows import NATIVE_ROWS, ContextCache, ProduceEntry, RowFormatter
 
 from benchmarks.produce_frames import kp_request, kp_response, make_batch
+from protocol.headers import parse_request_header
+from protocol.primitives import encode_uvarint
+from protocol.produce import TopicKey, walk_produce_request
+from proxy.cluster.view import ClusterViewStore
+from proxy.enforce.policy import REJECTING, RackRule, decide
+from proxy.ledger.rows import NATIVE_ROWS, ContextCache, ProduceEntry, RowFormatter
 from tests.unit._views import Clock, broker, part, snap, tid, topic
 from tests.unit.ledger._ledger_lines import partition_rows
 
@@ -52,7 +52,7 @@ USUAL_AGES = [0.0, 5e-7, 0.0005, 12.3456789, 86_400.5, float("inf")]  # 1e300 s:
 ANSWERS = ["ok", "shuffle", "missing", "extra", "duplicate", "split", "empty_topic",
            "truncate", "trailing", "random", "size", "flip", "version"]
 needs_c = pytest.mark.skipif(NATIVE_ROWS is None,
-                             reason="rackguard.proxy.ledger._ledger_native is not built "
+                             reason="proxy.ledger._ledger_native is not built "
                              "(no C compiler at install; see test_the_c_encoder_is_built)")
 
 
@@ -277,7 +277,7 @@ def test_the_c_encoder_is_built() -> None:
     if not (shutil.which("cc") or shutil.which("gcc")) or not source.exists():
         pytest.skip("no C compiler or no C source: the Python encoder does every entry")
     assert NATIVE_ROWS is not None, (
-        "rackguard.proxy.ledger._ledger_native is not built: reinstall (pip install -e .) "
+        "proxy.ledger._ledger_native is not built: reinstall (pip install -e .) "
         "to build it")
 
 

@@ -1,4 +1,4 @@
-"""rackguard.proxy.ledger.rows: the JSON lines assembled from fragments equal the plain encoding.
+"""proxy.ledger.rows: the JSON lines assembled from fragments equal the plain encoding.
 
 Invariant under test: every line the formatter writes is valid JSON and equal to
 the row built field by field with json (strings that need escaping, a client
@@ -13,11 +13,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-from rackguard.protocol.headers import parse_request_header
-from rackguard.protocol.produce import walk_produce_request
-from rackguard.proxy.cluster.view import ClusterViewStore
-from rackguard.proxy.enforce.policy import RackRule, decide
-from rackguard.proxy.ledger.rows import (
+
+from benchmarks.produce_frames import kp_request, kp_response, make_batch
+from protocol.headers import parse_request_header
+from protocol.produce import walk_produce_request
+from proxy.cluster.view import ClusterViewStore
+from proxy.enforce.policy import RackRule, decide
+from proxy.ledger.rows import (
     FORWARDED,
     NATIVE_ROWS,
     OBSERVED,
@@ -26,8 +28,6 @@ from rackguard.proxy.ledger.rows import (
     ProduceEntry,
     RowFormatter,
 )
-
-from benchmarks.produce_frames import kp_request, kp_response, make_batch
 from tests.unit._views import Clock, broker, part, snap, tid, topic
 from tests.unit.ledger._ledger_lines import partition_rows
 
@@ -91,7 +91,7 @@ def encoder(request: pytest.FixtureRequest) -> NativeRows | None:
     if request.param == "python":
         return None
     if NATIVE_ROWS is None:
-        pytest.skip("rackguard.proxy.ledger._ledger_native is not built "
+        pytest.skip("proxy.ledger._ledger_native is not built "
                     "(see test_the_c_encoder_is_built)")
     return NATIVE_ROWS
 

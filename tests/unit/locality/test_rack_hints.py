@@ -20,20 +20,21 @@ import pytest
 from kafka.protocol.consumer import FetchRequest, FetchResponse, JoinGroupRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as Sub
 from prometheus_client import CollectorRegistry, generate_latest
-from rackguard.protocol.fetch_request import read_fetch_rack
-from rackguard.protocol.primitives import ProtocolError
-from rackguard.proxy.cluster.view import ClusterView
-from rackguard.proxy.locality.hooks import RackHints
-from rackguard.proxy.locality.metrics import LocalityMetrics
-from rackguard.proxy.locality.rules import (
+
+from protocol.fetch_request import read_fetch_rack
+from protocol.primitives import ProtocolError
+from proxy.cluster.view import ClusterView
+from proxy.locality.hooks import RackHints
+from proxy.locality.metrics import LocalityMetrics
+from proxy.locality.rules import (
     listener_node,
     locality,
     redirect_possible,
     subscription_choice,
 )
-from rackguard.proxy.locality.source import RackSourceError, resolve_client_rack
-from rackguard.proxy.relay.actions import ClientInfo, Forward
-from rackguard.proxy.settings import Settings, load_settings
+from proxy.locality.source import RackSourceError, resolve_client_rack
+from proxy.relay.actions import ClientInfo, Forward
+from proxy.settings import Settings, load_settings
 
 RACK = "zone-b"
 VIEW = ClusterView(racks=MappingProxyType({1: "zone-a", 2: "zone-b", 3: None}))
@@ -256,7 +257,7 @@ def test_rack_sources(tmp_path: Path) -> None:
 # ----- installed at start, or the start refused
 
 async def test_app_installs_hooks_only_with_a_rack() -> None:
-    from rackguard.proxy.app import Rackguard, StartupError
+    from proxy.app import Rackguard, StartupError
 
     base = {"upstream": "127.0.0.1:9", "bootstrap_port": 0}
     plain = Rackguard(load_settings(base, env={}))

@@ -1,4 +1,4 @@
-"""rackguard.proxy.ops.kip_metrics: KIP-1290's rack-coverage metrics, read from the view at
+"""proxy.ops.kip_metrics: KIP-1290's rack-coverage metrics, read from the view at
 scrape time."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import math
 import pytest
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from rackguard.proxy.cluster.view import ClusterViewStore
-from rackguard.proxy.enforce.policy import RackRule
-from rackguard.proxy.ops.kip_metrics import PartitionSeries, RackCoverageCollector
 
+from proxy.cluster.view import ClusterViewStore
+from proxy.enforce.policy import RackRule
+from proxy.ops.kip_metrics import PartitionSeries, RackCoverageCollector
 from tests.unit._views import Clock, broker, part, snap, topic
 
 SIX = (broker(1, "rack-a"), broker(2, "rack-b"), broker(3, "rack-c"),

@@ -1,4 +1,4 @@
-"""rackguard.proxy.ops.health: readiness as a pure function, liveness as a probe of the event
+"""proxy.ops.health: readiness as a pure function, liveness as a probe of the event
 loop."""
 
 from __future__ import annotations
@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from rackguard.proxy.cluster.view import ClusterViewStore
-from rackguard.proxy.ops.health import LoopProbe, readiness
-
+from proxy.cluster.view import ClusterViewStore
+from proxy.ops.health import LoopProbe, readiness
 from tests.unit._views import Clock, part, snap, topic
 
 

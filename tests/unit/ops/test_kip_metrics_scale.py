@@ -6,9 +6,9 @@ minimum of 2, the default mode's worst case). Its cost is a benchmark's, not a t
 from __future__ import annotations
 
 import pytest
-from rackguard.proxy.ops.kip_metrics import PartitionSeries
 
 from benchmarks.metrics_scrape import MODES, scrape, snapshot
+from proxy.ops.kip_metrics import PartitionSeries
 
 TOPICS = 100
 PER_TOPIC = 1_000

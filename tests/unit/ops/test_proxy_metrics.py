@@ -1,4 +1,4 @@
-"""rackguard.proxy.ops.metrics: per-request counters kept in plain Python, exposed at scrape time.
+"""proxy.ops.metrics: per-request counters kept in plain Python, exposed at scrape time.
 
 Invariant under test: what /metrics shows for ``ProxyMetrics`` is what the
 prometheus_client Counters it used to hold (``rackguard_requests{api}`` and
@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
-from rackguard.protocol.apis import API_NAMES, api_name
-from rackguard.proxy.ops.metrics import ProxyMetrics
+
+from protocol.apis import API_NAMES, api_name
+from proxy.ops.metrics import ProxyMetrics
 
 
 class Reference:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rackguard.proxy.placement.audit import Status, audit, classify
-from rackguard.proxy.placement.model import PartitionReplicas as P
+from proxy.placement.audit import Status, audit, classify
+from proxy.placement.model import PartitionReplicas as P
 
 RACKS = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
 

@@ -8,10 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-from rackguard.proxy.placement.command import run
-from rackguard.proxy.placement.live import log_dir_sizes
-from rackguard.proxy.placement.model import PartitionReplicas as P
-from rackguard.proxy.placement.sources import (
+
+from proxy.placement.command import run
+from proxy.placement.live import log_dir_sizes
+from proxy.placement.model import PartitionReplicas as P
+from proxy.placement.sources import (
     SourceError,
     parse_brokers,
     parse_topic_numbers,

@@ -10,14 +10,14 @@ from kafka.protocol.admin import CreatePartitionsRequest as KPartitions
 from kafka.protocol.admin import CreatePartitionsResponse as KPartitionsResponse
 from kafka.protocol.admin import CreateTopicsRequest as KTopics
 from kafka.protocol.admin import CreateTopicsResponse as KTopicsResponse
-from rackguard.protocol.create_partitions import parse_create_partitions_request
-from rackguard.protocol.create_topics import parse_create_topics_request
-from rackguard.protocol.headers import parse_request_header
-from rackguard.proxy.cluster.view import ClusterViewStore
-from rackguard.proxy.placement.creation_hook import CreationGuard, GuardSettings
-from rackguard.proxy.placement.guard import refusal, requested_min_racks
-from rackguard.proxy.relay.actions import ClientInfo, Forward, Reply
 
+from protocol.create_partitions import parse_create_partitions_request
+from protocol.create_topics import parse_create_topics_request
+from protocol.headers import parse_request_header
+from proxy.cluster.view import ClusterViewStore
+from proxy.placement.creation_hook import CreationGuard, GuardSettings
+from proxy.placement.guard import refusal, requested_min_racks
+from proxy.relay.actions import ClientInfo, Forward, Reply
 from tests.unit._views import Clock, broker, part, snap, topic
 
 SIX = (broker(1, "rack-a"), broker(2, "rack-b"), broker(3, "rack-c"),
@@ -164,7 +164,7 @@ def test_create_partitions_numbers_new_partitions_after_the_existing_ones(versio
 
 
 def test_malformed_requests_raise_protocol_error_for_the_connection_to_close() -> None:
-    from rackguard.protocol.primitives import ProtocolError
+    from protocol.primitives import ProtocolError
 
     h = Harness()
     frame = topics_frame(5)

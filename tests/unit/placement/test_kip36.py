@@ -16,7 +16,8 @@ from collections import Counter
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rackguard.proxy.placement.kip36 import PlacementError, assign, rack_alternated
+
+from proxy.placement.kip36 import PlacementError, assign, rack_alternated
 
 # AdminRackAwareTest.testGetRackAlternatedBrokerListAndAssignReplicasToBrokers
 RACK_MAP = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}

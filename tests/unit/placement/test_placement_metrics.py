@@ -1,11 +1,10 @@
-"""rackguard.proxy.placement.metrics: placement figures read from the view at scrape time."""
+"""proxy.placement.metrics: placement figures read from the view at scrape time."""
 
 from __future__ import annotations
 
-from rackguard.proxy.cluster.view import ClusterViewStore
-from rackguard.proxy.enforce.policy import RackRule
-from rackguard.proxy.placement.metrics import PlacementCollector
-
+from proxy.cluster.view import ClusterViewStore
+from proxy.enforce.policy import RackRule
+from proxy.placement.metrics import PlacementCollector
 from tests.prometheus_text import Samples, parse_samples
 from tests.unit._views import Clock, broker, part, snap, topic
 

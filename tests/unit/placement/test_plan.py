@@ -8,10 +8,11 @@ import random
 from collections import Counter
 
 import pytest
-from rackguard.proxy.placement.kip36 import PlacementError
-from rackguard.proxy.placement.model import PartitionReplicas as P
-from rackguard.proxy.placement.model import replica_racks
-from rackguard.proxy.placement.plan import plan_fix, target_racks
+
+from proxy.placement.kip36 import PlacementError
+from proxy.placement.model import PartitionReplicas as P
+from proxy.placement.model import replica_racks
+from proxy.placement.plan import plan_fix, target_racks
 
 RACKS = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
 

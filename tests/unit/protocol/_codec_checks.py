@@ -8,7 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from rackguard.protocol.primitives import ProtocolError
+
+from protocol.primitives import ProtocolError
 
 
 def mapper(node_id: int, host: str, port: int) -> tuple[str, int]:

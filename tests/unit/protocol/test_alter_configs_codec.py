@@ -1,4 +1,4 @@
-"""rackguard.protocol.alter_configs against kafka-python's generic codec (Kafka's schemas).
+"""protocol.alter_configs against kafka-python's generic codec (Kafka's schemas).
 
 Invariants under test: a request kafka-python encodes (both APIs, every version,
 several resources, null values, multi-byte lengths) parses into exactly its
@@ -26,7 +26,8 @@ from kafka.protocol.admin import (
 from kafka.protocol.admin import (
     IncrementalAlterConfigsResponse as KIncrementalResponse,
 )
-from rackguard.protocol.alter_configs import (
+
+from protocol.alter_configs import (
     ALTER_CONFIGS,
     INCREMENTAL_ALTER_CONFIGS,
     AlterConfigsResponse,
@@ -38,9 +39,8 @@ from rackguard.protocol.alter_configs import (
     parse_alter_configs_request,
     parse_alter_configs_response,
 )
-from rackguard.protocol.headers import parse_request_header
-from rackguard.protocol.primitives import ProtocolError
-
+from protocol.headers import parse_request_header
+from protocol.primitives import ProtocolError
 from tests.unit.protocol._codec_checks import check_corruptions, check_truncations
 
 CASES = [(ALTER_CONFIGS, v) for v in range(3)] + [(INCREMENTAL_ALTER_CONFIGS, v)

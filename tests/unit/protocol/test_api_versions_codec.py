@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.metadata import ApiVersionsResponse
-from rackguard.protocol.api_versions import (
+
+from protocol.api_versions import (
     PROXY_VERSION_CAPS,
     VersionCap,
     cap_api_versions,
     read_api_versions,
 )
-from rackguard.protocol.apis import API_NAMES
-from rackguard.protocol.primitives import ProtocolError
-
+from protocol.apis import API_NAMES
+from protocol.primitives import ProtocolError
 from tests.unit.protocol._codec_checks import (
     check_corruptions,
     check_truncations,

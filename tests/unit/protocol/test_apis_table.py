@@ -1,4 +1,4 @@
-"""rackguard.protocol.apis against Kafka's JSON message schemas (the copies kafka-python ships).
+"""protocol.apis against Kafka's JSON message schemas (the copies kafka-python ships).
 
 Invariant under test: FLEXIBLE_FROM gives, for every request schema, the first
 flexible version Kafka's schema declares (None for "none"), so is_flexible is
@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 from kafka.protocol.schemas import load_json
-from rackguard.protocol.apis import API_NAMES, FLEXIBLE_FROM, ApiKey, api_name, is_flexible
+
+from protocol.apis import API_NAMES, FLEXIBLE_FROM, ApiKey, api_name, is_flexible
 
 _RESOURCES = "kafka.protocol.schemas.resources"
 

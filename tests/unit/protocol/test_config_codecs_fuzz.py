@@ -8,22 +8,23 @@ import struct
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rackguard.protocol.alter_configs import (
+
+from protocol.alter_configs import (
     encode_alter_configs_request,
     parse_alter_configs_request,
     parse_alter_configs_response,
 )
-from rackguard.protocol.create_topics import (
+from protocol.create_topics import (
     encode_create_topics_request,
     parse_create_topics_request,
     parse_create_topics_response,
 )
-from rackguard.protocol.describe_configs_rewrite import (
+from protocol.describe_configs_rewrite import (
     parse_describe_configs_request,
     parse_describe_configs_response,
 )
-from rackguard.protocol.headers import parse_request_header
-from rackguard.protocol.primitives import ProtocolError
+from protocol.headers import parse_request_header
+from protocol.primitives import ProtocolError
 
 CASES = [(19, v) for v in range(8)] + [(32, v) for v in range(5)] + [
     (33, v) for v in range(3)] + [(44, v) for v in range(2)]

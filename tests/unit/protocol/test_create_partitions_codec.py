@@ -1,4 +1,4 @@
-"""rackguard.protocol.create_partitions against kafka-python's generic codec.
+"""protocol.create_partitions against kafka-python's generic codec.
 
 A request kafka-python encodes (every version; explicit and null assignments)
 parses into its topics and re-encodes to the same bytes; a response parses and
@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 from kafka.protocol.admin import CreatePartitionsRequest as KRequest
 from kafka.protocol.admin import CreatePartitionsResponse as KResponse
-from rackguard.protocol.create_partitions import (
+
+from protocol.create_partitions import (
     CreatePartitionsResponse,
     TopicResult,
     encode_create_partitions_request,
@@ -19,8 +20,8 @@ from rackguard.protocol.create_partitions import (
     parse_create_partitions_request,
     parse_create_partitions_response,
 )
-from rackguard.protocol.headers import parse_request_header
-from rackguard.protocol.primitives import ProtocolError
+from protocol.headers import parse_request_header
+from protocol.primitives import ProtocolError
 
 VERSIONS = range(4)
 _Topic = KRequest.CreatePartitionsTopic

@@ -1,4 +1,4 @@
-"""rackguard.protocol.create_topics against kafka-python's generic codec.
+"""protocol.create_topics against kafka-python's generic codec.
 
 Invariants under test: a request kafka-python encodes (every version, explicit
 assignments, configs with null values) parses into its topics and re-encodes to
@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest as KRequest
 from kafka.protocol.admin import CreateTopicsResponse as KResponse
-from rackguard.protocol.create_topics import (
+
+from protocol.create_topics import (
     CreatedConfig,
     TopicResult,
     encode_create_topics_request,
@@ -26,8 +27,8 @@ from rackguard.protocol.create_topics import (
     parse_create_topics_request,
     parse_create_topics_response,
 )
-from rackguard.protocol.headers import parse_request_header
-from rackguard.protocol.primitives import ProtocolError
+from protocol.headers import parse_request_header
+from protocol.primitives import ProtocolError
 
 VERSIONS = range(8)
 _Topic = KRequest.CreatableTopic

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.admin import DescribeClusterResponse
-from rackguard.protocol.addresses import BrokerAddress
-from rackguard.protocol.describe_cluster import (
+
+from protocol.addresses import BrokerAddress
+from protocol.describe_cluster import (
     describe_cluster_endpoint_type,
     rewrite_describe_cluster,
 )
-from rackguard.protocol.primitives import ProtocolError
-
+from protocol.primitives import ProtocolError
 from tests.unit.protocol._codec_checks import (
     check_corruptions,
     check_truncations,

@@ -1,4 +1,4 @@
-"""rackguard.protocol.describe_configs, against kafka-python's generic codec.
+"""protocol.describe_configs, against kafka-python's generic codec.
 
 Invariant under test: the request is byte for byte what kafka-python encodes
 (v0-4, a key list or all keys, names needing multi-byte lengths); the reader
@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import pytest
 from kafka.protocol.admin import DescribeConfigsRequest, DescribeConfigsResponse
-from rackguard.protocol.describe_configs import (
+
+from protocol.describe_configs import (
     CLIENT_ID,
     MIN_INSYNC_REPLICAS,
     encode_describe_configs,
     read_min_insync_replicas,
 )
-from rackguard.protocol.primitives import ProtocolError
+from protocol.primitives import ProtocolError
 
 _R = DescribeConfigsResponse
 _Result = _R.DescribeConfigsResult

@@ -1,4 +1,4 @@
-"""rackguard.protocol.describe_configs_rewrite against kafka-python's generic codec.
+"""protocol.describe_configs_rewrite against kafka-python's generic codec.
 
 Invariants under test: a client's request (every version, a key list, all keys)
 parses into its resources and flags; a response kafka-python encodes (synonyms,
@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from kafka.protocol.admin import DescribeConfigsRequest as KRequest
 from kafka.protocol.admin import DescribeConfigsResponse as KResponse
-from rackguard.protocol.describe_configs_rewrite import (
+
+from protocol.describe_configs_rewrite import (
     DYNAMIC_TOPIC_CONFIG,
     ConfigEntry,
     Synonym,
@@ -22,8 +23,8 @@ from rackguard.protocol.describe_configs_rewrite import (
     parse_describe_configs_request,
     parse_describe_configs_response,
 )
-from rackguard.protocol.headers import parse_request_header
-from rackguard.protocol.primitives import ProtocolError
+from protocol.headers import parse_request_header
+from protocol.primitives import ProtocolError
 
 _Result = KResponse.DescribeConfigsResult
 _Entry = _Result.DescribeConfigsResourceResult

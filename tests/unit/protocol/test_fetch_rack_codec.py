@@ -15,17 +15,17 @@ import uuid
 
 import pytest
 from kafka.protocol.consumer import FetchRequest, FetchResponse
-from rackguard.protocol.fetch_request import (
+
+from protocol.fetch_request import (
     FetchRackFill,
     fill_fetch_rack,
     rack_span,
     read_fetch_rack,
     request_body_offset,
 )
-from rackguard.protocol.fetch_response import FetchTraffic, fetch_response_traffic
-from rackguard.protocol.headers import parse_request_header
-from rackguard.protocol.primitives import ProtocolError
-
+from protocol.fetch_response import FetchTraffic, fetch_response_traffic
+from protocol.headers import parse_request_header
+from protocol.primitives import ProtocolError
 from tests.unit.protocol._codec_checks import check_corruptions, with_size
 
 _T = FetchRequest.FetchTopic
@@ -199,7 +199,7 @@ def test_the_quick_path_agrees_with_the_walk_or_steps_aside(version: int) -> Non
     unusual it answers None and the walk decides (so fuzzing compares both). What it
     read is all its answer depends on: another request of that length, equal there,
     gets the same answer."""
-    from rackguard.protocol.fetch_request import _usual_rack_shape
+    from protocol.fetch_request import _usual_rack_shape
 
     answered = 0
     for data in quick_path_frames(version):
@@ -225,7 +225,7 @@ def test_remembered_shapes_fill_as_a_walk_does(version: int, monkeypatch: pytest
                                                ) -> None:
     """One filler for every request (shapes remembered, the requests of a known shape
     filled without a walk) answers each as a new filler (a walk) does, exceptions too."""
-    from rackguard.protocol import fetch_request
+    from protocol import fetch_request
 
     walks = 0
     walk = fetch_request._usual_rack_shape
@@ -265,7 +265,7 @@ def test_two_shapes_of_one_length_are_remembered(monkeypatch: pytest.MonkeyPatch
     """Two topics whose partitions take turns: requests of one length, two shapes (and a
     third, which displaces the older one): each filled as a walk would, the two known
     ones without a walk."""
-    from rackguard.protocol import fetch_request
+    from protocol import fetch_request
 
     def two_topics(version: int, first: int, second: int, rack: str = "") -> bytes:
         req = request(version, rack, forgotten=False, names=("a", "b"))

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.metadata import FindCoordinatorResponse
-from rackguard.protocol.addresses import BrokerAddress
-from rackguard.protocol.find_coordinator import rewrite_find_coordinator
-from rackguard.protocol.primitives import ProtocolError
 
+from protocol.addresses import BrokerAddress
+from protocol.find_coordinator import rewrite_find_coordinator
+from protocol.primitives import ProtocolError
 from tests.unit.protocol._codec_checks import (
     check_corruptions,
     check_truncations,

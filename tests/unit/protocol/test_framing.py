@@ -1,4 +1,4 @@
-"""rackguard.protocol.framing.FrameSplitter: a byte stream cut into size-prefixed frames.
+"""protocol.framing.FrameSplitter: a byte stream cut into size-prefixed frames.
 
 Invariant under test: however the stream is chunked, and whether it is fed
 (``feed``) or read into the splitter's memory (``get_buffer`` /
@@ -15,10 +15,11 @@ import itertools
 import struct
 
 import pytest
-import rackguard.protocol.framing
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rackguard.protocol.framing import (
+
+import protocol.framing
+from protocol.framing import (
     DEFAULT_MAX_FRAME_SIZE,
     DIRECT_READ_MIN,
     EAGER_MAX,
@@ -28,7 +29,7 @@ from rackguard.protocol.framing import (
     ReadMemory,
     frame,
 )
-from rackguard.protocol.primitives import ProtocolError
+from protocol.primitives import ProtocolError
 
 FAST = settings(max_examples=200, deadline=None)
 
@@ -370,11 +371,11 @@ def test_growing_frames_any_chunking(bodies: list[bytes], data: st.DataObject) -
     frames = [frame(b) for b in bodies]
     stream = b"".join(frames)
     points = data.draw(st.lists(st.integers(min_value=0, max_value=len(stream)), max_size=12))
-    eager = rackguard.protocol.framing.EAGER_MAX
-    rackguard.protocol.framing.EAGER_MAX = 7  # every frame above 7 bytes grows
+    eager = protocol.framing.EAGER_MAX
+    protocol.framing.EAGER_MAX = 7  # every frame above 7 bytes grows
     try:
         assert read_all(FrameSplitter(memory=ReadMemory(scratch_size=64)),
                         cut(stream, points)) == frames
         assert feed_all(FrameSplitter(), cut(stream, points)) == frames
     finally:
-        rackguard.protocol.framing.EAGER_MAX = eager
+        protocol.framing.EAGER_MAX = eager

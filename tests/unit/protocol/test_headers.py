@@ -1,4 +1,4 @@
-"""rackguard.protocol.headers against requests and responses encoded by kafka-python.
+"""protocol.headers against requests and responses encoded by kafka-python.
 
 Invariant under test: api key, version and correlation id are read at fixed
 offsets; the full request header is v1 for non-flexible versions and v2
@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 from kafka.protocol.metadata import ApiVersionsResponse, MetadataRequest, MetadataResponse
-from rackguard.protocol.headers import (
+
+from benchmarks.produce_frames import kp_request, make_batch
+from protocol.headers import (
     RequestHeader,
     encode_response_header,
     parse_request_header,
@@ -23,9 +25,7 @@ from rackguard.protocol.headers import (
     response_frame,
     response_header_is_flexible,
 )
-from rackguard.protocol.primitives import ProtocolError, encode_tagged_fields, pack_int32
-
-from benchmarks.produce_frames import kp_request, make_batch
+from protocol.primitives import ProtocolError, encode_tagged_fields, pack_int32
 
 
 def metadata_request(version: int, corr: int, client_id: str | None) -> tuple[bytes, bytes]:

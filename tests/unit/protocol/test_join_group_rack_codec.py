@@ -19,17 +19,17 @@ import struct
 import pytest
 from kafka.protocol.consumer import JoinGroupRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as Sub
-from rackguard.protocol.consumer_group_heartbeat import fill_heartbeat_rack
-from rackguard.protocol.consumer_subscription import parse_subscription, with_rack
-from rackguard.protocol.headers import parse_request_header
-from rackguard.protocol.join_group import fill_join_group_rack
-from rackguard.protocol.primitives import (
+
+from protocol.consumer_group_heartbeat import fill_heartbeat_rack
+from protocol.consumer_subscription import parse_subscription, with_rack
+from protocol.headers import parse_request_header
+from protocol.join_group import fill_join_group_rack
+from protocol.primitives import (
     ProtocolError,
     encode_array_len,
     encode_string,
     pack_int32,
 )
-
 from tests.unit.protocol._codec_checks import check_corruptions, with_size
 
 RACK = "europe-west1-b"

@@ -11,16 +11,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.metadata import MetadataResponse
-from rackguard.protocol.addresses import BrokerAddress
-from rackguard.protocol.metadata import (
+
+from protocol.addresses import BrokerAddress
+from protocol.metadata import (
     MetadataSnapshot,
     PartitionMetadata,
     TopicMetadata,
     read_metadata,
     rewrite_metadata_brokers,
 )
-from rackguard.protocol.primitives import ProtocolError
-
+from protocol.primitives import ProtocolError
 from tests.unit.protocol._codec_checks import (
     check_corruptions,
     check_truncations,

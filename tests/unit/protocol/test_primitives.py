@@ -1,4 +1,4 @@
-"""rackguard.protocol.primitives: readers and writers of Kafka's wire types.
+"""protocol.primitives: readers and writers of Kafka's wire types.
 
 Invariant under test: every reader returns ``(value, new_pos)`` and accepts
 bytes, bytearray and memoryview; a buffer that ends early (or a malformed
@@ -24,7 +24,8 @@ from kafka.protocol.old.types import (
     UnsignedVarInt32,
     VarInt32,
 )
-from rackguard.protocol.primitives import (
+
+from protocol.primitives import (
     EMPTY_TAGGED_FIELDS,
     ProtocolError,
     encode_array_len,

@@ -1,4 +1,4 @@
-"""Produce codec (rackguard.protocol.produce) against kafka-python's codec, for every version 3-13.
+"""Produce codec (protocol.produce) against kafka-python's codec, for every version 3-13.
 
 Invariant under test: the walker reads exactly what Kafka's schema says, the
 rewriter keeps every byte it does not drop, the builder/parser agree with
@@ -10,9 +10,22 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from rackguard.protocol.headers import parse_request_header
-from rackguard.protocol.primitives import ProtocolError
-from rackguard.protocol.produce import (
+
+from benchmarks.produce_frames import (
+    VERSIONS,
+    TopicSpec,
+    kp_decode_request,
+    kp_decode_response,
+    kp_request,
+    kp_request_topics,
+    kp_response,
+    kp_topic_key,
+    make_batch,
+    tid,
+)
+from protocol.headers import parse_request_header
+from protocol.primitives import ProtocolError
+from protocol.produce import (
     LeaderIdAndEpoch,
     NodeEndpoint,
     PartitionResult,
@@ -32,19 +45,6 @@ from rackguard.protocol.produce import (
     rewrite_produce_response_endpoints,
     rewrite_produce_response_endpoints_seen,
     walk_produce_request,
-)
-
-from benchmarks.produce_frames import (
-    VERSIONS,
-    TopicSpec,
-    kp_decode_request,
-    kp_decode_response,
-    kp_request,
-    kp_request_topics,
-    kp_response,
-    kp_topic_key,
-    make_batch,
-    tid,
 )
 
 
@@ -568,7 +568,7 @@ def test_uuid_helper() -> None:
 @pytest.mark.parametrize("txn", [None, "txn-1"])
 def test_peek_acks_agrees_with_the_header_based_peek(version: int, acks: int,
                                                       txn: str | None) -> None:
-    from rackguard.protocol.produce import peek_acks
+    from protocol.produce import peek_acks
 
     key: TopicKey = tid(1) if version >= 13 else "t"
     frame = kp_request(version, [(key, [(0, make_batch(1))])], acks=acks, transactional_id=txn)

@@ -14,9 +14,20 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rackguard.protocol.headers import parse_request_header
-from rackguard.protocol.primitives import ProtocolError
-from rackguard.protocol.produce import (
+
+from benchmarks.produce_frames import (
+    VERSIONS,
+    TopicSpec,
+    kp_decode_request,
+    kp_decode_response,
+    kp_request,
+    kp_request_topics,
+    make_batch,
+    tid,
+)
+from protocol.headers import parse_request_header
+from protocol.primitives import ProtocolError
+from protocol.produce import (
     LeaderIdAndEpoch,
     NodeEndpoint,
     PartitionResult,
@@ -32,18 +43,7 @@ from rackguard.protocol.produce import (
     rewrite_produce_response_endpoints,
     walk_produce_request,
 )
-from rackguard.protocol.produce_results import produce_results
-
-from benchmarks.produce_frames import (
-    VERSIONS,
-    TopicSpec,
-    kp_decode_request,
-    kp_decode_response,
-    kp_request,
-    kp_request_topics,
-    make_batch,
-    tid,
-)
+from protocol.produce_results import produce_results
 
 versions = st.integers(min_value=3, max_value=13)
 names = st.text(min_size=1, max_size=12)

@@ -18,9 +18,10 @@ from kafka.protocol.sasl import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
-from rackguard.protocol.headers import response_frame
-from rackguard.protocol.primitives import ProtocolError
-from rackguard.protocol.sasl import (
+
+from protocol.headers import response_frame
+from protocol.primitives import ProtocolError
+from protocol.sasl import (
     AUTHENTICATE_MAX,
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,

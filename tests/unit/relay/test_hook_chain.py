@@ -1,13 +1,13 @@
-"""rackguard.proxy.relay.hook_chain: two hooks on one API compose into one answer."""
+"""proxy.relay.hook_chain: two hooks on one API compose into one answer."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from rackguard.proxy.relay.actions import ClientInfo, Forward, Reply
-from rackguard.proxy.relay.hook_chain import chain
-from rackguard.proxy.relay.response_queue import ByteCount
+from proxy.relay.actions import ClientInfo, Forward, Reply
+from proxy.relay.hook_chain import chain
+from proxy.relay.response_queue import ByteCount
 
 CLIENT = ClientInfo("127.0.0.1:1", "bootstrap")
 

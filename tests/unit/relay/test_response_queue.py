@@ -1,4 +1,4 @@
-"""rackguard.proxy.relay.response_queue: per-connection response order, without sockets.
+"""proxy.relay.response_queue: per-connection response order, without sockets.
 
 Invariant under test: ``drain`` releases filled slots from the head in request
 order and stops at the first unfilled one; upstream responses are matched
@@ -9,8 +9,9 @@ correlation id out of order is a ProtocolError.
 from __future__ import annotations
 
 import pytest
-from rackguard.protocol.primitives import ProtocolError
-from rackguard.proxy.relay.response_queue import ByteCount, ResponseQueue, Slot
+
+from protocol.primitives import ProtocolError
+from proxy.relay.response_queue import ByteCount, ResponseQueue, Slot
 
 
 def test_empty_queue() -> None:

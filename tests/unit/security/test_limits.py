@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 
 import pytest
-from rackguard.proxy.security.bad_input_log import OTHER, BadInputLog
-from rackguard.proxy.security.limits import ConnectionLimits
+
+from proxy.security.bad_input_log import OTHER, BadInputLog
+from proxy.security.limits import ConnectionLimits
 
 
 def test_total_and_per_address_limits() -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from rackguard.protocol.sasl import AuthenticateOutcome
-from rackguard.proxy.security.sasl_gate import SaslGate
+
+from protocol.sasl import AuthenticateOutcome
+from proxy.security.sasl_gate import SaslGate
 
 PRODUCE, METADATA, API_VERSIONS, HANDSHAKE, AUTHENTICATE = 0, 3, 18, 17, 36
 OK_EMPTY = AuthenticateOutcome(0, 0, 0)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 import scramp
-from rackguard.proxy.security.sasl_login import SaslCredentials, SaslLogin, SaslLoginError
+
+from proxy.security.sasl_login import SaslCredentials, SaslLogin, SaslLoginError
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])

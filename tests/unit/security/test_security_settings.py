@@ -5,14 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rackguard.proxy.cli import SERVE_FLAGS, build_parser
-from rackguard.proxy.security.settings_map import (
+
+from proxy.cli import SERVE_FLAGS, build_parser
+from proxy.security.settings_map import (
     relays_client_sasl,
     sasl_credentials,
     server_tls,
     upstream_tls,
 )
-from rackguard.proxy.settings import SettingsError, load_settings
+from proxy.settings import SettingsError, load_settings
 
 BASE = {"upstream": "k:9092"}
 SASL = {**BASE, "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
@@ -74,7 +75,7 @@ def test_what_each_protocol_turns_on() -> None:
 
 def test_an_unusable_certificate_refuses_the_start_in_one_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from rackguard.proxy.cli import _serve, run_loop
+    from proxy.cli import _serve, run_loop
 
     missing = tmp_path / "missing.pem"
     settings = load_settings({**BASE, "bootstrap_port": 0, "tls_cert": str(missing),

@@ -8,15 +8,15 @@ import ssl
 from pathlib import Path
 
 import pytest
-from rackguard.proxy.security.reload import ReloadingServerContext
-from rackguard.proxy.security.tls import (
+
+from proxy.security.reload import ReloadingServerContext
+from proxy.security.tls import (
     ServerTls,
     TlsError,
     UpstreamTls,
     server_context,
     upstream_context,
 )
-
 from tests.tls_certs import Pki, make_pki
 
 

@@ -1,4 +1,4 @@
-"""rackguard.proxy.settings: precedence of the four sources and one-line errors naming the setting.
+"""proxy.settings: precedence of the four sources and one-line errors naming the setting.
 
 Invariant under test: CLI overrides > ``RACKGUARD_*`` environment > TOML file >
 defaults, for scalar, list and dict settings alike; every invalid value raises
@@ -15,7 +15,8 @@ from typing import Any
 
 import pydantic
 import pytest
-from rackguard.proxy.settings import (
+
+from proxy.settings import (
     KAFKA_MAX_ASSIGNED_ERROR_CODE,
     Settings,
     SettingsError,

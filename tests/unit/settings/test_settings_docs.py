@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rackguard.proxy.cli import SERVE_FLAGS, build_parser, settings_from_args
-from rackguard.proxy.settings import Settings, load_settings
+from proxy.cli import SERVE_FLAGS, build_parser, settings_from_args
+from proxy.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[3]
 README = (ROOT / "docs" / "settings.md").read_text()

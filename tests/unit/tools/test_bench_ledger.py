@@ -6,8 +6,9 @@ import os
 import time
 
 import pytest
-from rackguard.proxy.tools.bench import cpu_seconds
-from rackguard.proxy.tools.bench_ledger import LedgerResults, LedgerSample, table
+
+from proxy.tools.bench import cpu_seconds
+from proxy.tools.bench_ledger import LedgerResults, LedgerSample, table
 
 
 def sample(target: str, rnd: int, us_per_partition: float, rate: float = 1000.0) -> LedgerSample:
