@@ -42,7 +42,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from proxy.tools.bench import cpu_seconds, free_port, process, producer, tansu_binary
+from benchmarks.bench import cpu_seconds, free_port, process, producer, tansu_binary
 
 
 def fill_topic(bootstrap: str, topic: str, partitions: int, size: int, total_mb: int,

@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return simulate(argv[1:])
     if argv[:1] == ["bench"]:  # a tool: loaded only when it runs, never by serve
-        from proxy.tools.bench import command as bench
+        from benchmarks.bench import command as bench
 
         return bench(argv[1:])
     if argv[:1] == ["placement"]:  # loaded only when it runs, never by serve

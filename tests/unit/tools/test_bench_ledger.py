@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from proxy.tools.bench import cpu_seconds
-from proxy.tools.bench_ledger import LedgerResults, LedgerSample, table
+from benchmarks.bench import cpu_seconds
+from benchmarks.bench_ledger import LedgerResults, LedgerSample, table
 
 
 def sample(target: str, rnd: int, us_per_partition: float, rate: float = 1000.0) -> LedgerSample:

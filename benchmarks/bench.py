@@ -8,7 +8,7 @@ librdkafka producer (acks=all, linger 5 ms), p50/p99 of single-record acks=all
 round trips, and for the proxies CPU seconds per GB and peak RSS (from /proc).
 Then the decision ledger's cost: the CPU of the observe-mode proxy against a
 second one that also writes the ledger, at fixed rates of checked produce
-partitions (proxy.tools.bench_ledger).
+partitions (benchmarks.bench_ledger).
 
 Invariant: every process it starts it stops, on success and on error; it only
 talks to 127.0.0.1 unless given an external bootstrap address. Figures are
@@ -35,14 +35,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proxy.tools.bench_ledger import (
+from benchmarks.bench_ledger import (
     DEFAULT_LOADS,
     LedgerLoad,
     LedgerResults,
     create_topic,
 )
-from proxy.tools.bench_ledger import measure as measure_ledger
-from proxy.tools.bench_ledger import table as ledger_table
+from benchmarks.bench_ledger import measure as measure_ledger
+from benchmarks.bench_ledger import table as ledger_table
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
