@@ -3,8 +3,8 @@
 For the system tests (the ``kafka_cluster`` fixture in tests/system/conftest.py)
 and for people:
 
-    .venv/bin/python -m tests.system.kafka_dist install     # once: the jars
-    .venv/bin/python -m tests.system.cluster start          # prints the bootstrap
+    .venv/bin/python -m tests.system.cluster start          # prints the bootstrap (the
+                                                            #   jars resolved first, once)
     .venv/bin/python -m tests.system.cluster kill-rack rack-b    # SIGKILL its brokers
     .venv/bin/python -m tests.system.cluster freeze-rack rack-a  # SIGSTOP: sockets open,
     .venv/bin/python -m tests.system.cluster thaw-rack rack-a    #   nothing answers; SIGCONT
@@ -444,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     current = args.dir / "current"
     if args.command == "start":
-        problem = kafka_dist.unavailable_reason()
+        problem = kafka_dist.prepare([kafka_dist.version()],
+                                     lambda line: print(line, file=sys.stderr))
         if problem:
             print(problem, file=sys.stderr)
             return 2

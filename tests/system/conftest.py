@@ -2,9 +2,9 @@
 comes from), and the official Java client.
 
 Invariant: every test here is marked ``system`` and skips with the one-line reason
-when no cluster can be had (fails instead under CI=true, where .ci/run resolved
-Kafka); the cluster is restored after each test (racks a test stopped, killed or
-froze come back) and stopped at the end of the session.
+when no cluster can be had (fails instead under CI=true, where .ci/run installed
+Maven and the run resolved Kafka); the cluster is restored after each test (racks a
+test stopped, killed or froze come back) and stopped at the end of the session.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SystemRig]:
     found = find_rig(tmp_path_factory.mktemp("kafka"))
     if isinstance(found, str):
-        if os.environ.get("CI") == "true":  # CI resolves Kafka first: it must run there
+        if os.environ.get("CI") == "true":  # CI has Java and Maven: it must run there
             pytest.fail(f"CI=true but the system tier cannot run: {found}")
         pytest.skip(found)
     try:

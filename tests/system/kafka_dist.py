@@ -1,12 +1,14 @@
 """Apache Kafka from Maven Central: the broker, its tools and the Java client, as jars.
 
-    .venv/bin/python -m tests.system.kafka_dist install [VERSION ...]
+The test run resolves each pinned release (every one in ``VERSIONS``) by itself,
+before its first real-Kafka or Java-client test (tests/conftest.py calls
+:func:`prepare`), with Maven (``tests/system/kafka/pom.xml``,
+``dependency:copy-dependencies``) into ``.cache/kafka/<version>/libs``
+(``RGTEST_KAFKA_CACHE`` moves it), once per machine: a ``READY`` file marks a
+complete folder, so the second run costs nothing. By hand, the same:
 
-resolves each pinned release (default: every one in ``VERSIONS``) with Maven
-(``tests/system/kafka/pom.xml``, ``dependency:copy-dependencies``) into
-``.cache/kafka/<version>/libs`` (``RGTEST_KAFKA_CACHE`` moves it), once per
-machine: a ``READY`` file marks a complete folder, so the second run costs
-nothing. The system tests run the broker, ``kafka.tools.StorageTool`` and the
+    .venv/bin/python -m tests.system.kafka_dist install [VERSION ...]
+ The system tests run the broker, ``kafka.tools.StorageTool`` and the
 command-line tools from these jars; the Java-client tests take kafka-clients
 from them too. ``RGTEST_KAFKA_VERSION`` picks the release the tests run
 (default ``DEFAULT_VERSION``).
@@ -22,13 +24,16 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 POM = Path(__file__).resolve().parent / "kafka" / "pom.xml"
 CACHE = Path(os.environ.get("RGTEST_KAFKA_CACHE", REPO / ".cache" / "kafka"))
-DEFAULT_VERSION = "4.4.0"  # the latest 4.x release on Maven Central
-VERSIONS = (DEFAULT_VERSION, "3.9.2")  # the 3.x line the system tests also run against
+DEFAULT_VERSION = "4.4.0"  # the latest 4.x release on Maven Central: the one default
+SECOND_LINE = "3.9.2"  # the 3.x line: the Java client against Tansu, RGTEST_KAFKA_VERSION
+VERSIONS = (DEFAULT_VERSION, SECOND_LINE)
 LOG4J2 = "2.25.5"  # the log4j2 Kafka 4 ships with; its slf4j bridge is added
 
 
@@ -48,18 +53,58 @@ def classpath(kafka_version: str | None = None) -> str:
     return str(libs(kafka_version)) + os.sep + "*"
 
 
-def unavailable_reason(kafka_version: str | None = None) -> str | None:
-    """Why real Kafka cannot run here, or None."""
-    v = kafka_version or version()
+_failed: dict[str, str] = {}  # version -> why resolving it failed in this process
+
+
+def missing_tool(versions: Iterable[str] = VERSIONS) -> str | None:
+    """What this machine lacks to run real Kafka (Java; Maven while a version is not
+    resolved yet), as one sentence, or None. Cheap: no network, no Maven run."""
     if shutil.which("java") is None:
-        return "no Java: java not found on PATH (Kafka needs Java 17)"
-    if not ready(v):
-        return (f"Apache Kafka {v} is not resolved: run `.venv/bin/python -m "
-                f"tests.system.kafka_dist install {v}` (needs Maven and Maven Central)")
+        return ("no Java: java not found on PATH (Kafka needs Java 17: "
+                "apt-get install -y openjdk-17-jre-headless)")
+    todo = [v for v in versions if not ready(v)]
+    if todo and shutil.which("mvn") is None:
+        return (f"no Maven: mvn not found on PATH, needed once to resolve Apache Kafka "
+                f"{', '.join(todo)} from Maven Central (apt-get install -y maven)")
     return None
 
 
-def install(kafka_version: str) -> Path:
+def unavailable_reason(kafka_version: str | None = None) -> str | None:
+    """Why real Kafka cannot run here, or None."""
+    v = kafka_version or version()
+    problem = missing_tool([v])
+    if problem:
+        return problem
+    if v in _failed:
+        return _failed[v]
+    if not ready(v):
+        return (f"Apache Kafka {v} is not resolved (the test run resolves it before its "
+                f"first real-Kafka test; by hand: `.venv/bin/python -m tests.system.kafka_dist "
+                f"install {v}`)")
+    return None
+
+
+def prepare(versions: Iterable[str] = VERSIONS,
+            say: Callable[[str], None] = print) -> str | None:
+    """Resolves every version not resolved yet, saying what it does in one line each;
+    returns why real Kafka cannot run here (what is missing or what failed), or None.
+    A failure is remembered, so the tests skip with it instead of retrying."""
+    versions = list(dict.fromkeys(versions))
+    problem = missing_tool(versions)
+    if problem:
+        return problem
+    for v in versions:
+        if ready(v) or v in _failed:
+            continue
+        try:
+            install(v, say)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+            _failed[v] = f"resolving Apache Kafka {v} failed: {str(exc).strip()[-600:]}"
+            say(_failed[v])
+    return next((_failed[v] for v in versions if v in _failed), None)
+
+
+def install(kafka_version: str, say: Callable[[str], None] = print) -> Path:
     """Resolves ``kafka_version`` into its libs folder unless it is there already."""
     folder = libs(kafka_version)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -70,6 +115,9 @@ def install(kafka_version: str) -> Path:
         mvn = shutil.which("mvn")
         if mvn is None:
             raise RuntimeError("Maven (mvn) is not installed: apt-get install -y maven")
+        say(f"resolving Apache Kafka {kafka_version} from Maven Central into {folder} "
+            "(once per machine; Maven's ~/.m2 cache makes it quick) ...")
+        started = time.monotonic()
         shutil.rmtree(folder, ignore_errors=True)
         argv = [mvn, "-q", "-B", "-f", str(POM), f"-Dkafka.version={kafka_version}",
                 f"-Dlibs={folder}", "dependency:copy-dependencies"]
@@ -86,6 +134,8 @@ def install(kafka_version: str) -> Path:
             raise RuntimeError(f"resolving Apache Kafka {kafka_version}: no broker jar in "
                                f"{folder}")
         (folder.parent / "READY").write_text("\n".join(jars) + "\n")
+        say(f"resolved Apache Kafka {kafka_version}: {len(jars)} jars in "
+            f"{time.monotonic() - started:.0f} s")
         return folder
 
 
@@ -95,7 +145,7 @@ def main(argv: list[str]) -> int:
         return 2
     for v in argv[1:] or list(VERSIONS):
         already = ready(v)
-        folder = install(v)
+        folder = install(v, lambda line: print(line, file=sys.stderr))
         print(f"Apache Kafka {v}: {'already in' if already else 'resolved into'} {folder} "
               f"({len(list(folder.glob('*.jar')))} jars)")
     return 0

@@ -14,7 +14,7 @@ Three ways, tried in this order:
 2. Apache Kafka from Maven Central, started here (tests/system/cluster.py): a
    KRaft controller and six brokers in three racks on loopback, with
    ``rackguard serve`` in front, where Java runs and the jars are resolved
-   (``python -m tests.system.kafka_dist install``; .ci/run does it).
+   (the test run resolves them itself: tests/conftest.py, kafka_dist.prepare).
    ``RGTEST_KAFKA_VERSION`` picks the release (tests/system/kafka_dist.py).
 3. The repository's docker-compose.yml, where a Docker engine answers
    (``docker info``) and ``docker compose`` (or ``docker-compose``) exists:

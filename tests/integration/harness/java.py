@@ -1,8 +1,8 @@
 """The official Java client: kafka-clients from Maven Central, and the compiled driver.
 
 The jars come from the Apache Kafka release the system tests resolve with
-Maven (tests/system/kafka_dist.py: ``.cache/kafka/<version>/libs``, done by
-.ci/run; resolved here on first use where it has not been). Only
+Maven (tests/system/kafka_dist.py: ``.cache/kafka/<version>/libs``, resolved by
+the test run before its first test that needs it, or here on first use). Only
 kafka-clients and the jars it needs at run time go on the classpath.
 ``RackguardClient.java`` is compiled with javac into ``.cache/java``
 (recompiled when the source or the jars change).
@@ -45,10 +45,7 @@ def unavailable_reason() -> str | None:
         return "no JDK: javac not found on PATH or in $JAVA_HOME/bin"
     if _tool("java") is None:
         return "no JDK: java not found on PATH or in $JAVA_HOME/bin"
-    if not kafka_dist.ready() and shutil.which("mvn") is None:
-        return ("kafka-clients is not resolved and Maven is missing: run `.venv/bin/python -m "
-                "tests.system.kafka_dist install` where Maven is installed")
-    return None
+    return kafka_dist.missing_tool()
 
 
 def ensure_jars(kafka_version: str | None = None) -> list[Path]:
