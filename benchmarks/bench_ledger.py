@@ -1,4 +1,4 @@
-"""The ledger's share of ``rackguard bench``: the proxy's CPU at a fixed rate of checked
+"""The ledger's share of ``python -m benchmarks.bench``: the proxy's CPU at a fixed rate of checked
 produce partitions, in observe mode, with the decision ledger off and on.
 
 A client library decides for itself how many partitions go into one Produce

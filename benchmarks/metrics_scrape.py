@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                                args.repeat)
         state = "rack-c down" if outage else "healthy"
         lines = body.count(b"\n")
-        print(f"scrape, {total:,} partitions, {state}, {series}: {seconds * 1000:.0f} ms, "
+        print(f"scrape, {total:,} partitions, {state}, {series}: {seconds * 1000:.2f} ms, "
               f"{lines:,} lines, {len(body) / 1e6:.1f} MB")
     return 0
 

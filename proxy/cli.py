@@ -119,11 +119,6 @@ def build_parser() -> argparse.ArgumentParser:
         "(see its --help)",
         add_help=False,
     )
-    commands.add_parser(
-        "bench",
-        help="measure the proxy against a direct connection and Tansu's proxy (see its --help)",
-        add_help=False,
-    )
     demo = commands.add_parser(
         "demo",
         help="see the rack rule work: simulator + proxy + producer, racks down and back",
@@ -173,10 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         from simulator.cli import main as simulate
 
         return simulate(argv[1:])
-    if argv[:1] == ["bench"]:  # a tool: loaded only when it runs, never by serve
-        from benchmarks.bench import command as bench
-
-        return bench(argv[1:])
     if argv[:1] == ["placement"]:  # loaded only when it runs, never by serve
         from proxy.placement.command import main as placement
 
