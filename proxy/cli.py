@@ -162,8 +162,38 @@ async def _serve(settings: Settings, load: Callable[[], Settings]) -> int:
     return 0
 
 
+# The tools the production image leaves out (docker/Dockerfile.dockerignore): the simulator
+# (a test double) with the demo built on it, and the PySpark reports.
+NOT_IN_IMAGE = ("simulator", "pipeline", "proxy.tools.demo")
+SOURCE_INSTALL = {
+    "demo": "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/rackguard demo",
+    "simulate": "python3 -m venv .venv && .venv/bin/pip install -e . "
+                "&& .venv/bin/rackguard simulate",
+}
+
+
+def _not_installed(command: str, exc: ModuleNotFoundError) -> int:
+    """One clear line where a tool the production image leaves out is asked for there."""
+    missing = exc.name or ""
+    if not any(missing == name or missing.startswith(name + ".") for name in NOT_IN_IMAGE):
+        raise exc
+    how = SOURCE_INSTALL.get(
+        command, "python3 -m venv .venv && .venv/bin/pip install -e '.[pipeline]'")
+    print(f"rackguard {command}: not installed here ({missing} is not part of this install; "
+          f"the production image holds the proxy alone). From a source checkout: {how}",
+          file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(argv)
+    except ModuleNotFoundError as exc:
+        return _not_installed(argv[0] if argv else "", exc)
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["simulate"]:
         from simulator.cli import main as simulate
 

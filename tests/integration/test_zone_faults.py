@@ -1,9 +1,16 @@
-"""Zones failing in every way while producers write: the proxy's view stays fresh and no
-acknowledged record is lost.
+"""Zones failing in every way while a producer writes: the proxy's view stays fresh and it
+keeps acknowledging through the racks that answer.
+
+This proves the proxy's own behaviour (how fast its view follows a fault, that it stays
+ready and never refuses for a stale view). That acknowledged records survive a zone's loss
+is a property of real brokers, proven on real Apache Kafka only
+(tests/system/test_loss_audit_real_kafka.py; a hung rack:
+tests/system/test_zone_hang_real_kafka.py): the simulator keeps one shared copy of each
+partition log, so loss cannot happen in it.
 
 ``rackguard serve`` in front of the simulator (six brokers, rack-a: 1 and 4, rack-b: 2 and
 5, rack-c: 3 and 6), its bootstrap list naming rack-a's brokers only. An idempotent
-librdkafka producer and an idempotent Java producer (acks=all) write throughout, while each
+librdkafka producer (acks=all) writes throughout, as load, while each
 rack in turn is killed, hung, blackholed and cut off from the proxy (simulator/faults.py)
 for ``RGTEST_ZONE_FAULT_S`` seconds (default 4: more than the 3 s age bound, so a poller
 stuck on the failed rack would show as METADATA_STALE) and then restored. The faults on
@@ -12,18 +19,16 @@ outside it. For a hung or blackholed rack the test also does what Kafka's contro
 after its session timeout: the rack's brokers leave the ISRs and leadership.
 
 During every fault, sampled every 250 ms: rackguard_metadata_age_seconds <= 2 x the
-refresh interval and /readyz 200; over the run: no METADATA_STALE refusal; afterwards:
-every acknowledged record is in the log exactly once, at its acknowledged offset.
-The same with 30 s faults and real time figures: benchmarks/zone_faults.py.
+refresh interval and /readyz 200; over the run: no METADATA_STALE refusal, and records
+acknowledged through the proxy. The same with 30 s faults and real time figures:
+benchmarks/zone_faults.py.
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -34,7 +39,6 @@ from tests.prometheus_text import Samples, http_status, metrics_url, read_sample
 
 from . import kip_support as ks
 from .harness import wire
-from .harness.java import JavaClient, parse_result
 from .harness.ports import free_port
 from .harness.procs import RackguardProxy
 from .harness.streams import rdkafka_stream
@@ -67,7 +71,7 @@ def rejoin(cluster: ThreadedCluster) -> None:
         cluster.set_isr(TOPIC, p, list(cluster.partition_info(TOPIC, p)["replicas"]))
 
 
-def test_producers_through_every_zone_fault(java_client: JavaClient, tmp_path: Path) -> None:
+def test_the_view_stays_fresh_through_every_zone_fault(tmp_path: Path) -> None:
     cluster = ks.start_cluster(ks.topic(TOPIC, partitions=PARTITIONS, rf=3))
     ports = ks.broker_ports(cluster)
     metrics_port = free_port()
@@ -78,17 +82,11 @@ def test_producers_through_every_zone_fault(java_client: JavaClient, tmp_path: P
          "--max-metadata-age-ms", "3000", "--admin-connect-timeout-ms", "300",
          "--admin-request-timeout-ms", "600", "--metadata-hedge-delay-ms", "100",
          "--metrics-port", str(metrics_port)))
-    java = None
     try:
         proxy.start()
         for n in ks.NODE_IDS:
             wire.wait_for_port(*proxy.broker_address(n), 15, proc=proxy.proc)
         seconds = len(MODES) * len(RACK_NODES) * (FAULT_S + 1.5) + 3
-        java_acked = tmp_path / "java-acked.txt"
-        java = subprocess.Popen(
-            java_client.argv("stream", bootstrap=proxy.bootstrap, topic=TOPIC,
-                             seconds=int(seconds), rate=RATE, acked=java_acked),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         rd_acked: dict[str, tuple[int, int]] = {}
         rd_errors: list[str] = []
         rd = threading.Thread(target=rdkafka_stream, args=(
@@ -122,16 +120,9 @@ def test_producers_through_every_zone_fault(java_client: JavaClient, tmp_path: P
                     rejoin(cluster)
                 time.sleep(1.5)
         rd.join(seconds + 200)
-        out, err = java.communicate(timeout=seconds + 200)
-        result = parse_result(out)
-        assert result is not None, err[-3000:]
         samples, _ = scrape(metrics_port)
     finally:
-        if java is not None and java.poll() is None:
-            java.kill()
         proxy.stop()
-        stored = [(p, r.offset, (r.value or b"").decode())
-                  for p in range(PARTITIONS) for r in cluster.records(TOPIC, p)]
         cluster.stop()
 
     print("worst metadata age per fault: " + ", ".join(f"{k} {v:.2f} s"
@@ -142,12 +133,4 @@ def test_producers_through_every_zone_fault(java_client: JavaClient, tmp_path: P
                 if name == "rackguard_produce_partitions_total"
                 and ("reason", "METADATA_STALE") in labels)
     assert stale == 0
-    acked = {v: (int(p), int(o)) for v, p, o in
-             (line.split() for line in java_acked.read_text().splitlines())}
-    assert len(acked) == result["acked"] > 0
-    acked.update(rd_acked)
-    assert rd_acked, rd_errors[:5]
-    counts = Counter(v for _, _, v in stored)
-    where = {v: (p, o) for p, o, v in stored}
-    lost = [v for v in acked if counts[v] != 1 or where[v] != acked[v]]
-    assert lost == [], f"{len(lost)} of {len(acked)} acknowledged records lost or moved"
+    assert rd_acked, rd_errors[:5]  # the proxy kept acknowledging through the faults

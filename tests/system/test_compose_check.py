@@ -30,6 +30,7 @@ from proxy.app import Rackguard
 from proxy.cluster.view import ClusterView
 from proxy.locality.metrics import LocalityMetrics
 from proxy.settings import load_settings
+from tests.system import kafka_dist
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -85,6 +86,12 @@ def test_services(services: dict[str, dict[str, Any]]) -> None:
     for name, service in services.items():
         assert "healthcheck" in service, f"{name} has no healthcheck"
         assert service["healthcheck"]["test"], name
+
+
+def test_kafka_is_the_one_default_release(services: dict[str, dict[str, Any]]) -> None:
+    images = {s["image"] for n, s in services.items() if n == "controller" or "KAFKA_NODE_ID"
+              in env(s) or n.startswith("kafka")}
+    assert images == {f"apache/kafka:{kafka_dist.DEFAULT_VERSION}"}
 
 
 def test_kraft_controller_and_six_brokers_two_per_rack(
@@ -151,16 +158,22 @@ def test_dockerfile() -> None:
     assert installs and all("test" not in i for i in installs)
     for path in re.findall(r"^COPY (\S+) ", text, re.M):
         assert (ROOT / path).exists(), path
-    # the build context filter lets in every package the distribution installs
+    # the build context filter lets in the proxy alone: its packages, not the demo, the
+    # simulator (a test double), the reports, the benchmarks or the tests
     allowed = (DOCKER / "Dockerfile.dockerignore").read_text().splitlines()
-    roots = re.search(r"ROOTS = \(([^)]*)\)", (ROOT / "setup.py").read_text())
-    assert roots, "setup.py names the folders it installs in ROOTS"
-    for package in re.findall(r'"(\w+)"', roots.group(1)):
+    assert allowed[allowed.index("**") + 1:].count("!proxy/**") == 1
+    for package in ("protocol", "proxy"):
         assert f"!{package}/**" in allowed, f"the image would lack {package}/"
+    for left_out in ("simulator", "pipeline", "benchmarks", "tests"):
+        assert not any(line.startswith(f"!{left_out}") for line in allowed), left_out
+    assert "proxy/tools/demo.py" in allowed, "the demo (on the simulator) would be let in"
     assert "!pyproject.toml" in allowed and "!README.md" in allowed
-    assert "!setup.py" in allowed, "the image would lack the package map (setup.py)"
-    assert "import proxy.ledger._ledger_native" in text, (
-        "the image must check the encoder built")
+    if (ROOT / "setup.py").exists():
+        assert "!setup.py" in allowed, "the image would lack setup.py"
+    assert "find_spec('proxy.tools.demo')" in text, "the image must check the demo is out"
+    if (ROOT / "proxy" / "ledger" / "_ledger_native.c").exists():
+        assert "import proxy.ledger._ledger_native" in text, (
+            "the image must check the encoder built")
 
 
 def test_prometheus_scrapes_rackguard(services: dict[str, dict[str, Any]]) -> None:
