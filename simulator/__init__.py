@@ -1,11 +1,13 @@
 """rackguard's multi-rack Kafka cluster simulator: a TEST DOUBLE, not a Kafka cluster.
 
 It speaks enough of the Kafka protocol (via kafka-python's schema codec) for
-real clients to create topics, produce, consume in groups and run
-idempotent/transactional producers against N brokers in racks, with a
-controllable ISR, so rackguard's min.insync.racks enforcement can be tested.
-There is one shared copy of each partition log: replication, durability,
-fetch sessions and quotas are not simulated.
+clients to create topics, produce (idempotent too) and consume in groups against
+N brokers in racks, with a controllable ISR and faults on demand, so the proxy's
+own behaviour can be tested in seconds and ``rackguard demo`` can run. There is
+one shared copy of each partition log: replication, durability, transactions,
+reassignments, fetch sessions and quotas are not simulated. It proves what the
+proxy sends, refuses and rewrites, never that data survives or how a client or
+broker behaves: that is proven on real Kafka (tests/system).
 """
 
 from simulator.cluster import SimulatedCluster, start_cluster

@@ -1,7 +1,7 @@
 """The simulator's shared in-memory cluster (a TEST DOUBLE, not Kafka): no sockets here.
 
 Invariant: one SimCore per simulated cluster holds the ClusterState, the
-group and transaction coordinators and the append notification; it is used
+group coordinator, the producer ids given out and the append notification; it is used
 only from the event-loop thread. Every append to any partition log goes
 through `notify_append` so that long-polling fetches wake up.
 """
@@ -14,7 +14,6 @@ import contextlib
 from simulator.config import SimulatorConfig
 from simulator.groups import GroupCoordinator
 from simulator.state import ClusterState, Topic
-from simulator.txn import TopicPartition, TransactionCoordinator
 
 
 class SimCore:
@@ -24,7 +23,7 @@ class SimCore:
             config.brokers, config.default_min_insync_replicas, config.preferred_leader_election
         )
         self.groups = GroupCoordinator(config.group_initial_rebalance_delay_ms)
-        self.txns = TransactionCoordinator(self.groups, self._write_markers)
+        self.next_producer_id = 1000  # InitProducerId: unique and increasing
         self._appended: asyncio.Event | None = None
         # Record bytes served by Fetch, by (client id, serving node): the simulator's own
         # count of where consumers read from, to check a proxy's locality figures against.
@@ -69,11 +68,7 @@ class SimCore:
     def default_replication_factor(self) -> int:
         return min(self.config.default_replication_factor, len(self.state.brokers))
 
-    def _write_markers(
-        self, producer_id: int, epoch: int, commit: bool, partitions: set[TopicPartition]
-    ) -> None:
-        for topic, index in sorted(partitions):
-            part = self.state.partition(topic, index)
-            if part is not None:
-                part.log.write_marker(producer_id, epoch, commit, part.leader_epoch)
-        self.notify_append()
+    def new_producer_id(self) -> int:
+        pid = self.next_producer_id
+        self.next_producer_id += 1
+        return pid

@@ -80,12 +80,6 @@ class ProducerStateTable:
         entry.last_sequence = header.last_sequence
         entry.recent.append((header.base_sequence, header.last_sequence, base_offset))
 
-    def bump_epoch(self, producer_id: int, epoch: int) -> None:
-        """A transaction marker (or InitProducerId) moved the producer to `epoch`."""
-        entry = self._entries.get(producer_id)
-        if entry is not None and epoch > entry.epoch:
-            self._entries[producer_id] = _ProducerEntry(epoch=epoch)
-
     def epoch_of(self, producer_id: int) -> int | None:
         entry = self._entries.get(producer_id)
         return None if entry is None else entry.epoch

@@ -4,20 +4,19 @@ Invariant: batches are stored as raw bytes in offset order, contiguous:
 each stored batch's baseOffset equals the previous batch's next offset, and
 `log_end_offset` is the next offset to assign. Every replica in the ISR is
 assumed to hold the whole log, so the high watermark equals the log end
-offset. The last stable offset is the first offset of the oldest open
-transaction on the partition (or the log end offset when none is open).
+offset. Transactions are not simulated (the simulator refuses them), so the last
+stable offset is the high watermark too.
 """
 
 from __future__ import annotations
 
 import bisect
-import time
 from dataclasses import dataclass
 
 from kafka.record import MemoryRecords
 
 from simulator.idempotence import ProducerStateTable
-from simulator.records import BatchHeader, control_batch, with_base_offset
+from simulator.records import BatchHeader, with_base_offset
 
 
 @dataclass(frozen=True)
@@ -32,7 +31,7 @@ class StoredRecord:
 
 
 class PartitionLog:
-    """Append-only batch store with producer state and transaction bookkeeping."""
+    """Append-only batch store with idempotent-producer state."""
 
     def __init__(self) -> None:
         self.log_start_offset = 0
@@ -40,8 +39,6 @@ class PartitionLog:
         self.producers = ProducerStateTable()
         self._bases: list[int] = []
         self._batches: list[bytes] = []
-        self._open_txns: dict[int, int] = {}  # producer id -> first offset
-        self.aborted: list[tuple[int, int, int]] = []  # (producer id, first, last offset)
         self.appended_records = 0
 
     @property
@@ -50,8 +47,6 @@ class PartitionLog:
 
     @property
     def last_stable_offset(self) -> int:
-        if self._open_txns:
-            return min(self._open_txns.values())
         return self.log_end_offset
 
     def append(self, header: BatchHeader, batch: bytes, leader_epoch: int) -> int:
@@ -62,29 +57,7 @@ class PartitionLog:
         self.log_end_offset = base + header.offset_count
         self.appended_records += header.records_count
         self.producers.record(header, base)
-        if header.is_transactional and not header.is_control:
-            self._open_txns.setdefault(header.producer_id, base)
         return base
-
-    def has_open_txn(self, producer_id: int) -> bool:
-        return producer_id in self._open_txns
-
-    def write_marker(
-        self, producer_id: int, producer_epoch: int, commit: bool, leader_epoch: int
-    ) -> None:
-        """End `producer_id`'s open transaction with a COMMIT or ABORT control batch."""
-        first = self._open_txns.pop(producer_id, None)
-        if first is None:
-            return
-        base = self.log_end_offset
-        if not commit:
-            self.aborted.append((producer_id, first, base - 1))
-        marker = control_batch(
-            producer_id, producer_epoch, commit, base, int(time.time() * 1000), leader_epoch
-        )
-        self._bases.append(base)
-        self._batches.append(marker)
-        self.log_end_offset = base + 1
 
     def read(self, offset: int, max_bytes: int, upper: int) -> bytes:
         """Whole batches from the one containing `offset`, below `upper`.
@@ -106,22 +79,14 @@ class PartitionLog:
             i += 1
         return b"".join(out)
 
-    def aborted_since(self, offset: int, upper: int) -> list[tuple[int, int]]:
-        """(producer id, first offset) of aborted transactions overlapping [offset, upper)."""
-        return [
-            (pid, first) for pid, first, last in self.aborted if last >= offset and first < upper
-        ]
-
     def records(self) -> list[StoredRecord]:
-        """Every data record in the log, decoded (control batches skipped)."""
+        """Every record in the log, decoded."""
         out: list[StoredRecord] = []
         mem = MemoryRecords(b"".join(self._batches))
         while True:
             batch = mem.next_batch()
             if batch is None:
                 break
-            if batch.is_control_batch:
-                continue
             for rec in batch:
                 out.append(
                     StoredRecord(rec.offset, rec.key, rec.value, rec.timestamp, list(rec.headers))

@@ -11,8 +11,6 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from kafka.record.util import calc_crc32c
-
 # Layout of the v2 batch header (offsets in bytes).
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = _HEADER.size  # 61
@@ -102,56 +100,3 @@ def with_base_offset(batch: bytes, base_offset: int, leader_epoch: int) -> bytes
     """The same batch with baseOffset and partitionLeaderEpoch rewritten."""
     epoch = struct.pack(">i", leader_epoch)
     return struct.pack(">q", base_offset) + batch[8:12] + epoch + batch[16:]
-
-
-def _varint(value: int) -> bytes:
-    """Zig-zag varint as used inside v2 records."""
-    v = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while True:
-        bits = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(bits | 0x80)
-        else:
-            out.append(bits)
-            return bytes(out)
-
-
-def control_batch(
-    producer_id: int,
-    producer_epoch: int,
-    commit: bool,
-    base_offset: int,
-    timestamp_ms: int,
-    leader_epoch: int = 0,
-    coordinator_epoch: int = 0,
-) -> bytes:
-    """A transaction marker: one control record (COMMIT=1 or ABORT=0)."""
-    key = struct.pack(">hh", 0, 1 if commit else 0)
-    value = struct.pack(">hi", 0, coordinator_epoch)
-    body = (
-        b"\x00"  # record attributes
-        + _varint(0)  # timestamp delta
-        + _varint(0)  # offset delta
-        + _varint(len(key))
-        + key
-        + _varint(len(value))
-        + value
-        + _varint(0)  # headers
-    )
-    record = _varint(len(body)) + body
-    after_crc = struct.pack(
-        ">hiqqqhii",
-        TRANSACTIONAL_FLAG | CONTROL_FLAG,
-        0,  # last offset delta
-        timestamp_ms,
-        timestamp_ms,
-        producer_id,
-        producer_epoch,
-        NO_SEQUENCE,
-        1,
-    ) + record
-    crc = calc_crc32c(memoryview(after_crc))
-    length = 4 + 1 + 4 + len(after_crc)  # leader epoch + magic + crc + rest
-    return struct.pack(">qiibI", base_offset, length, leader_epoch, 2, crc) + after_crc

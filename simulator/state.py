@@ -94,7 +94,7 @@ class ClusterState:
         return [b for _, b in sorted(self.brokers.items()) if b.alive]
 
     def coordinator(self) -> int | None:
-        """The broker that hosts the group and transaction coordinators."""
+        """The broker that hosts the group coordinator."""
         live = self.live_brokers()
         return live[0].node_id if live else None
 
@@ -199,15 +199,6 @@ class ClusterState:
             part = Partition(name, index, list(replicas), alive or [replicas[0]])
             self._elect(part)
             topic.partitions.append(part)
-
-    def reassign(self, name: str, index: int, replicas: list[int]) -> None:
-        """Move a partition to ``replicas`` at once (the simulator copies nothing): its
-        ISR becomes the live new replicas, and the preferred leader leads if it can."""
-        part = self.require_partition(name, index)
-        self._check_replicas(replicas)
-        part.replicas = list(replicas)
-        part.isr = [r for r in replicas if self.brokers[r].alive] or [replicas[0]]
-        self._elect(part, prefer=True)
 
     def _check_replicas(self, replicas: list[int]) -> None:
         if not replicas or len(set(replicas)) != len(replicas) \

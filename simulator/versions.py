@@ -13,8 +13,6 @@ from typing import Any
 from kafka.protocol.admin import (
     AlterConfigsRequest,
     AlterConfigsResponse,
-    AlterPartitionReassignmentsRequest,
-    AlterPartitionReassignmentsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
     CreateTopicsRequest,
@@ -31,8 +29,6 @@ from kafka.protocol.admin import (
     IncrementalAlterConfigsResponse,
     ListGroupsRequest,
     ListGroupsResponse,
-    ListPartitionReassignmentsRequest,
-    ListPartitionReassignmentsResponse,
 )
 from kafka.protocol.consumer import (
     FetchRequest,
@@ -61,18 +57,10 @@ from kafka.protocol.metadata import (
     MetadataResponse,
 )
 from kafka.protocol.producer import (
-    AddOffsetsToTxnRequest,
-    AddOffsetsToTxnResponse,
-    AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse,
-    EndTxnRequest,
-    EndTxnResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
-    TxnOffsetCommitRequest,
-    TxnOffsetCommitResponse,
 )
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
@@ -121,17 +109,11 @@ SUPPORTED: dict[int, ApiSpec] = {
         _spec(CreateTopicsRequest, CreateTopicsResponse, 2, 7),
         _spec(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6),
         _spec(InitProducerIdRequest, InitProducerIdResponse, 0, 5),
-        _spec(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 3),
-        _spec(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 3),
-        _spec(EndTxnRequest, EndTxnResponse, 0, 3),
-        _spec(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 3),
         _spec(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4),
         _spec(AlterConfigsRequest, AlterConfigsResponse, 0, 2),
         _spec(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2),
         _spec(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1),
         _spec(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3),
-        _spec(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1),
-        _spec(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0),
         _spec(DescribeClusterRequest, DescribeClusterResponse, 0, 1),
     )
 }

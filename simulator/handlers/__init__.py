@@ -13,7 +13,6 @@ from simulator.handlers import (
     partitions,
     produce,
     sasl_apis,
-    txn_apis,
 )
 from simulator.handlers.base import Ctx, Handler
 from simulator.versions import SUPPORTED
@@ -36,18 +35,12 @@ HANDLERS: dict[int, Handler] = {
     18: meta.api_versions,
     19: admin.create_topics,
     20: admin.delete_topics,
-    22: txn_apis.init_producer_id,
-    24: txn_apis.add_partitions_to_txn,
-    25: txn_apis.add_offsets_to_txn,
-    26: txn_apis.end_txn,
-    28: txn_apis.txn_offset_commit,
+    22: produce.init_producer_id,
     32: admin.describe_configs,
     33: admin.alter_configs,
     36: sasl_apis.sasl_authenticate,
     37: partitions.create_partitions,
     44: admin.incremental_alter_configs,
-    45: partitions.alter_partition_reassignments,
-    46: partitions.list_partition_reassignments,
     60: meta.describe_cluster,
 }
 

@@ -26,7 +26,6 @@ from simulator.records import parse_header
 
 _FT = FetchResponse.FetchableTopicResponse
 _FP = FetchResponse.FetchableTopicResponse.PartitionData
-_AT = FetchResponse.FetchableTopicResponse.PartitionData.AbortedTransaction
 READ_COMMITTED = 1
 EARLIEST = -2
 LATEST = -1
@@ -84,14 +83,10 @@ def _fetch_partition(ctx: Ctx, req: Any, name: str | None, fp: Any) -> tuple[Any
     elif leader and (preferred := _read_replica(ctx, req, part)) >= 0:
         out.preferred_read_replica = preferred
     else:
-        committed = req.isolation_level == READ_COMMITTED
-        upper = log.last_stable_offset if committed else log.high_watermark
-        out.records = log.read(fp.fetch_offset, fp.partition_max_bytes, upper)
-        if committed:
-            out.aborted_transactions = [
-                _AT(producer_id=pid, first_offset=first)
-                for pid, first in log.aborted_since(fp.fetch_offset, upper)
-            ]
+        # no transactions: the last stable offset is the high watermark, nothing aborted
+        out.records = log.read(fp.fetch_offset, fp.partition_max_bytes, log.high_watermark)
+        if req.isolation_level == READ_COMMITTED:
+            out.aborted_transactions = []
     return out, len(out.records)
 
 
@@ -167,8 +162,7 @@ async def list_offsets(ctx: Ctx, req: Any) -> Any:
                 if lp.timestamp == EARLIEST:
                     out.offset = log.log_start_offset
                 elif lp.timestamp in (LATEST, MAX_TIMESTAMP) or lp.timestamp < 0:
-                    committed = req.isolation_level == READ_COMMITTED
-                    out.offset = log.last_stable_offset if committed else log.high_watermark
+                    out.offset = log.high_watermark
                 else:
                     out.offset, out.timestamp = _offset_for_timestamp(log, lp.timestamp)
             parts.append(out)

@@ -1,16 +1,19 @@
-"""Produce on the simulator (a TEST DOUBLE): leader check, min ISR, idempotent append.
+"""Produce on the simulator (a TEST DOUBLE): leader check, min ISR, idempotent append;
+and InitProducerId, the producer ids idempotent producers need.
 
 Invariant: a partition's batches are appended only on its live leader, only
 if (for acks=-1) its ISR has at least min.insync.replicas members, and only
 for batches the idempotence table accepts; a duplicate returns the original
-base offset. acks=0 gets no response.
+base offset. acks=0 gets no response. Transactions are not simulated: an
+InitProducerId with a transactional id and a transactional batch are refused
+(transactional clients are proven on real Kafka).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.producer import ProduceResponse
+from kafka.protocol.producer import InitProducerIdResponse, ProduceResponse
 
 from simulator import errors
 from simulator.handlers.base import Ctx
@@ -32,6 +35,9 @@ def _append(part: Partition, records: bytes | None) -> tuple[int, int, str | Non
         return errors.CORRUPT_MESSAGE, -1, "no record batch"
     first_base = -1
     for header, batch in batches:
+        if header.is_transactional:
+            return (errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1,
+                    "transactions are not simulated")
         verdict = part.log.producers.check(header)
         if verdict.error:
             return verdict.error, -1, None
@@ -42,6 +48,15 @@ def _append(part: Partition, records: bytes | None) -> tuple[int, int, str | Non
         if first_base < 0:
             first_base = base
     return errors.NONE, first_base, None
+
+
+async def init_producer_id(ctx: Ctx, req: Any) -> Any:
+    if req.transactional_id:
+        error, pid = errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1
+    else:
+        error, pid = errors.NONE, ctx.core.new_producer_id()
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=error, producer_id=pid,
+                                  producer_epoch=-1 if error else 0)
 
 
 async def produce(ctx: Ctx, req: Any) -> Any:

@@ -9,7 +9,6 @@ from simulator import errors
 from simulator.log import PartitionLog
 from simulator.records import (
     CorruptBatchError,
-    control_batch,
     parse_header,
     split_batches,
 )
@@ -63,21 +62,3 @@ def test_idempotent_dedup_and_out_of_order() -> None:
     assert append(log, batch([b"d"], 9, 1, 0)) == 3  # new epoch restarts at 0
     assert append(log, batch([b"e"], 9, 0, 3)) == -errors.INVALID_PRODUCER_EPOCH
     assert len(log.records()) == 4
-
-
-def test_transaction_markers_and_lso() -> None:
-    log = PartitionLog()
-    append(log, batch([b"t1"], 3, 0, 0, transactional=True))
-    assert log.last_stable_offset == 0 and log.high_watermark == 1
-    log.write_marker(3, 0, commit=False, leader_epoch=1)
-    assert log.last_stable_offset == log.log_end_offset == 2
-    assert log.aborted_since(0, 2) == [(3, 0)]
-    assert [r.value for r in log.records()] == [b"t1"]  # control batch skipped
-
-
-def test_control_batch_decodes_as_marker() -> None:
-    raw = control_batch(11, 2, commit=True, base_offset=40, timestamp_ms=1000)
-    [b] = list(MemoryRecords(raw))
-    assert b.is_control_batch and b.is_transactional and b.validate_crc()
-    [rec] = list(b)
-    assert rec.commit and b.base_offset == 40

@@ -119,6 +119,19 @@ def test_idempotent_retry_is_not_appended_twice(threaded: ThreadedCluster) -> No
     assert [r.value for r in threaded.records("t", 0)] == [b"a", b"b", b"c"]
 
 
+def test_transactions_are_refused_not_simulated(threaded: ThreadedCluster) -> None:
+    leader = threaded.partition_info("t", 0)["leader"]
+    with connect(threaded, leader) as c:
+        init = c.call(InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000),
+                      4)
+        assert init.error_code == errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        pid = c.call(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1),
+                     4).producer_id
+        refused = produce(c, batch([b"t"], pid, 0, 0, transactional=True))
+        assert refused[0] == errors.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert threaded.records("t", 0) == []
+
+
 @pytest.mark.parametrize("version", [4, 11, 12, 13, 16])
 def test_fetch_by_name_and_topic_id(threaded: ThreadedCluster, version: int) -> None:
     leader = threaded.partition_info("t", 1)["leader"]
