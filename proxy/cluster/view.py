@@ -50,7 +50,7 @@ from protocol.metadata import PartitionRow as MetadataRow
 
 log = logging.getLogger("rackguard.cluster")
 
-NO_RACK = ""  # every rackless broker counts as this one rack (DESIGN.md section 1)
+NO_RACK = ""  # every rackless broker counts as this one rack (docs/enforcement.md, "The rule")
 _CHUNK = 1024  # partitions built between two calls of ``pause``
 _TOPIC_CHUNK = 256  # topics updated between two calls of ``pause``
 

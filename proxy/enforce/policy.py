@@ -1,4 +1,4 @@
-"""The rack rule (DESIGN.md section 1) as a pure function.
+"""The rack rule (docs/enforcement.md, "The rule") as a pure function.
 
 ``decide`` takes what a Produce request asks for, a frozen cluster view, the
 rack settings and the current time, and returns one decision per partition.

@@ -3,7 +3,7 @@
 Invariant: plain values only (no cluster view, no I/O), so every source (the
 proxy's cluster view, a live Metadata answer, a ledger snapshot, an
 assignment file) is turned into these once and the logic is tested with
-literals. Racks are counted as the rack rule counts them (DESIGN.md section 1):
+literals. Racks are counted as the rack rule counts them (docs/enforcement.md, "The rule"):
 a broker without a rack counts as the rack ``""``; a replica on a broker not in
 the broker map (gone, or never seen) counts as no rack at all.
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import struct
+from collections.abc import Callable
 
 from benchmarks.produce_frames import kp_request, make_batch
 from protocol.metadata import read_metadata
@@ -89,6 +90,25 @@ async def test_proxy_made_response_waits_behind_inflight(make_proxy) -> None:  #
     assert [r.correlation_id for r in broker.received] == [10]
 
 
+async def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    """A deadline poll on the event loop the proxy runs on, instead of a sleep."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, f"timed out after {timeout}s waiting for {what}"
+        await asyncio.sleep(0.005)
+
+
+def _paused(server: ProxyServer, side: str) -> bool:
+    """Whether the proxy has paused reading ``side`` ("client" or "upstream") of a
+    connection: its transport no longer reads."""
+    for conn in server._connections:
+        transport = conn._transport if side == "client" else conn._upstream
+        if transport is not None and not transport.is_reading():
+            return True
+    return False
+
+
 async def test_backpressure_stops_reading_the_broker(make_proxy) -> None:  # type: ignore[no-untyped-def]
     count, size = 1600, 64 * 1024  # 100 MiB: far more than the kernel's socket buffers
 
@@ -99,8 +119,9 @@ async def test_backpressure_stops_reading_the_broker(make_proxy) -> None:  # typ
     reader, writer = await asyncio.open_connection("127.0.0.1", server.bootstrap_port)
     for corr in range(count):
         writer.write(opaque_request(HEARTBEAT, 0, corr))
-    await asyncio.sleep(1.5)  # the client reads nothing meanwhile
-    # the proxy stopped reading the broker, so the broker could not answer everything
+    # the client reads nothing: the proxy stops reading the broker (an event, polled)
+    await until(lambda: _paused(server, "upstream"), "the proxy to stop reading the broker")
+    # so the broker could not answer everything (its own buffers bound what it wrote)
     assert len(broker.received) < count // 2
     for corr in range(count):
         data = await asyncio.wait_for(reader.readexactly(size + 8), 10)
@@ -121,7 +142,7 @@ async def test_backpressure_stops_reading_the_client(make_proxy) -> None:  # typ
     count = 400
     for corr in range(count):
         writer.write(opaque_request(HEARTBEAT, 0, corr, payload))
-    await asyncio.sleep(1.5)
+    await until(lambda: _paused(server, "client"), "the proxy to stop reading the client")
     # the proxy stopped reading the client: the client's own buffer keeps most of it
     assert writer.transport.get_write_buffer_size() > count * len(payload) // 4
     release.set()

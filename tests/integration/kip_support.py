@@ -31,9 +31,10 @@ from kafka.record.memory_records import MemoryRecordsBuilder
 
 from simulator.config import SimulatorConfig, TopicSpec, racked_brokers
 from simulator.threaded import ThreadedCluster
+from tests.prometheus_text import metrics_url, read_samples, sample
 
 from .harness import wire
-from .harness.ports import free_port_block
+from .harness.ports import free_port, free_port_block
 from .harness.procs import RackguardProxy
 
 RACKS = ("rack-a", "rack-b", "rack-c")
@@ -41,6 +42,9 @@ NODE_IDS = (1, 2, 3, 4, 5, 6)
 REFRESH_MS = 200
 # Long enough for several metadata polls of the proxy (and a slow 2-core CI box).
 SETTLE_S = 1.0
+# A full refresh counts as seeing a cluster change only if it ended this long after the
+# change: a poll answered just before the change may be applied just after it.
+IN_FLIGHT_S = 0.25
 
 NONE = 0
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -140,6 +144,23 @@ class KipProxy(RackguardProxy):
         if config_file is not None:
             self.argv += ["--config", str(config_file)]
         self.argv += list(extra)
+        if "--metrics-port" in self.argv:
+            self.metrics_port = int(self.argv[self.argv.index("--metrics-port") + 1])
+        else:
+            self.metrics_port = free_port()
+            self.argv += ["--metrics-port", str(self.metrics_port)]
+
+    def refreshed_since(self, changed_at: float, timeout: float = 10.0) -> None:
+        """A deadline poll instead of a sleep: returns once the proxy's view has had a full
+        refresh after ``changed_at`` (a ``time.monotonic()`` taken after the cluster was
+        changed), read from its ``rackguard_metadata_age_seconds``."""
+        def refreshed() -> bool:
+            age = sample(read_samples(metrics_url(self.metrics_port), 2),
+                         "rackguard_metadata_age_seconds")
+            return age is not None and age < time.monotonic() - changed_at - IN_FLIGHT_S
+
+        wait_until(refreshed, timeout, f"a metadata refresh of {self.describe()} after the "
+                   f"cluster changed:\n{self.log_tail(2000)}")
 
     def start(self, timeout: float = 15.0) -> None:  # type: ignore[override]
         super().start(timeout)

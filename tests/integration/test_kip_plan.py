@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 
 from simulator.threaded import ThreadedCluster
+from tests.prometheus_text import metrics_url, read_samples
 
 from . import kip_support as ks
 from .harness import java, kcat, leak, wire
@@ -41,7 +42,6 @@ from .kip_support import (
     NONE,
     NOT_ENOUGH_REPLICAS,
     RACKS_PREFIX,
-    SETTLE_S,
     UNKNOWN_TOPIC_OR_PARTITION,
     KipProxy,
     Outcome,
@@ -73,6 +73,13 @@ class Kip:
         self.proxies.append(p)
         p.start()
         return p
+
+    def settled(self) -> None:
+        """Every proxy's view has caught up with the cluster as it is now: a deadline poll
+        on each proxy's metadata age (a full refresh after this call), not a sleep."""
+        changed_at = time.monotonic()
+        for p in self.proxies:
+            p.refreshed_since(changed_at)
 
     def producer(self, client: str, bootstrap: str, acks: int | str, **kw: Any) -> Any:
         p = make_producer(client, bootstrap, acks, **kw)
@@ -172,7 +179,7 @@ def test_outage_lifecycle(kip: Kip, client: str) -> None:
     for p in parts:
         info = cluster.partition_info(TOPIC, p)
         assert sorted(info["isr"]) == [1, 4] and info["leader"] in (1, 4), info
-    time.sleep(SETTLE_S)
+    kip.settled()
     for p in parts:
         outcomes = strict.send(TOPIC, p, values(f"during-{p}", 2))
         assert_all_rejected(outcomes, NOT_ENOUGH_REPLICAS, f"b: {client} partition {p}")
@@ -192,7 +199,7 @@ def test_outage_lifecycle(kip: Kip, client: str) -> None:
     ks.restore_racks(cluster)
     for p in parts:
         assert ks.isr_racks(cluster, TOPIC, p) == set(ks.RACKS)
-    time.sleep(SETTLE_S)
+    kip.settled()
     for p in parts:
         assert_all_ok(strict.send(TOPIC, p, values(f"after-{p}", 3)), f"e: partition {p}")
     assert proxy.alive() and proxy.pid == pid
@@ -213,7 +220,7 @@ def test_dedicated_mode_outage(kip: Kip, client: str, request: pytest.FixtureReq
     cluster = kip.cluster()
     proxy = kip.proxy(cluster, error_mode="dedicated")
     ks.kill_all_but_rack_a(cluster)
-    time.sleep(SETTLE_S)
+    kip.settled()
     if client == "java":
         _dedicated_java(request.getfixturevalue("java_client"), cluster, proxy)
         return
@@ -276,7 +283,7 @@ def test_thresholds_are_independent(kip: Kip) -> None:
     cluster.set_isr(TOPIC, 2, [3, 1])  # 2 members, racks c and a: both thresholds met
     cluster.set_isr("strict", 0, [2, 3])  # 2 racks, but 2 < min.insync.replicas=3
     assert cluster.partition_info("strict", 0)["leader"] == 2
-    time.sleep(SETTLE_S)
+    kip.settled()
 
     kp = kip.producer("kafka-python", proxy.bootstrap, "all", retries=0)
     below_isr, = kp.send(TOPIC, 0, [b"below-min-isr"])
@@ -318,7 +325,7 @@ def test_min_insync_racks_1_is_no_policy(kip: Kip) -> None:
     ks.kill_all_but_rack_a(cluster)  # ISRs [1, 4]: one rack, enough replicas
     p1_leader = cluster.partition_info(TOPIC, 1)["leader"]
     cluster.set_isr(TOPIC, 1, [p1_leader])  # below min.insync.replicas
-    time.sleep(SETTLE_S)
+    kip.settled()
     leaders = {p: cluster.partition_info(TOPIC, p)["leader"] for p in range(3)}
     sim_ports = dict(zip(ks.NODE_IDS, ks.broker_ports(cluster), strict=True))
 
@@ -386,7 +393,7 @@ def test_mixed_request_is_answered_per_partition(kip: Kip, version: int, mode: s
     cluster.set_isr(TOPIC, 2, [1, 3, 4])  # racks a, c
     for name, p in ((TOPIC, 0), (TOPIC, 1), (TOPIC, 2), ("other", 0)):
         assert cluster.partition_info(name, p)["leader"] == 1
-    time.sleep(SETTLE_S)
+    kip.settled()
 
     request = [
         (TOPIC, 0, [b"A0", b"A1"]),
@@ -462,7 +469,7 @@ def test_idempotent_producer_rejected_then_recovers(
     cluster = kip.cluster()
     proxy = kip.proxy(cluster)
     ks.kill_all_but_rack_a(cluster)
-    time.sleep(SETTLE_S)
+    kip.settled()
     n = IDEM_N
     expected = sorted(values(client, n))  # the Java driver writes "java-<i>" too
 
@@ -481,7 +488,10 @@ def test_idempotent_producer_rejected_then_recovers(
     # The proof that the producer is being rejected; then let it retry for a while.
     ks.wait_until(lambda: proxy.rejection_lines(TOPIC), 20 if proc else 10,
                   f"a NOT_ENOUGH_RACKS rejection of {client}'s records")
-    time.sleep(1.5)
+    # then it is refused again (it retried), an event rather than a time to wait
+    first = _rejected(proxy)
+    ks.wait_until(lambda: _rejected(proxy) >= first + 2, 20,
+                  f"{client} to retry and be refused again")
     assert ks.stored_values(cluster, TOPIC, range(3)) == [], "acknowledged during the outage"
     ks.restore_racks(cluster)
 
@@ -500,6 +510,14 @@ def test_idempotent_producer_rejected_then_recovers(
     consumed = _consume_all(proxy.bootstrap, TOPIC, 3, n)
     assert sorted(consumed) == expected, (len(consumed), Counter(consumed).most_common(3))
 
+
+
+def _rejected(proxy: KipProxy) -> float:
+    """Partitions the proxy has refused so far (its produce-partitions counter)."""
+    samples = read_samples(metrics_url(proxy.metrics_port), 2)
+    return sum(v for (name, labels), v in samples.items()
+               if name == "rackguard_produce_partitions_total"
+               and ("decision", "rejected") in labels)
 
 # --------------------------------------------------------------------------
 # h
@@ -525,7 +543,7 @@ def test_sighup_reload_keeps_connections(kip: Kip, tmp_path: Path) -> None:
     ks.kill_all_but_rack_a(cluster)
     cluster.set_leader("guarded", 0, 1)
     assert cluster.partition_info(TOPIC, 0)["leader"] == 1
-    time.sleep(SETTLE_S)
+    kip.settled()
     port = proxy.broker_address(1)[1]
 
     conn = wire.RawKafkaConnection(*proxy.broker_address(1), timeout=10.0)
@@ -604,14 +622,14 @@ def test_kcat_outage_and_restore(kip: Kip) -> None:
 
     assert (r := produce("before", "acks=all")).ok, r
     ks.kill_all_but_rack_a(cluster)
-    time.sleep(SETTLE_S)
+    kip.settled()
     r = produce("during", "acks=all", "retries=0")
     assert not r.ok and "Not enough in-sync replicas" in r.stderr, r
     r = produce("during-retried", "acks=all", "message.timeout.ms=1500")
     assert not r.ok and "Delivery failed" in r.stderr, r
     assert (r := produce("acks1", "acks=1")).ok, r
     ks.restore_racks(cluster)
-    time.sleep(SETTLE_S)
+    kip.settled()
     assert (r := produce("after", "acks=all")).ok, r
     assert [r.value for r in cluster.records(TOPIC, 0)] == [b"before", b"acks1", b"after"]
     assert len(proxy.rejection_lines(TOPIC)) >= 1

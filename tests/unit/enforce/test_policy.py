@@ -1,4 +1,4 @@
-"""proxy.enforce.policy: the rack rule (DESIGN.md section 1) as a pure function of
+"""proxy.enforce.policy: the rack rule (docs/enforcement.md, "The rule") as a pure function of
 plain values.
 
 Invariant under test: per partition, in this order: unknown topic/partition ->
