@@ -320,8 +320,3 @@ class GroupCoordinator:
     def committed(self, group_id: str) -> dict[tuple[str, int], CommittedOffset]:
         group = self.groups.get(group_id)
         return dict(group.offsets) if group else {}
-
-    def forget_topic(self, topic: str) -> None:
-        for group in self.groups.values():
-            for key in [k for k in group.offsets if k[0] == topic]:
-                del group.offsets[key]

@@ -220,12 +220,6 @@ class ClusterState:
         _validate_configs(new)
         topic.configs = new
 
-    def delete_topic(self, name: str) -> None:
-        topic = self.topics.pop(name, None)
-        if topic is None:
-            raise StateError(errors.UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
-        self.topic_ids.pop(topic.topic_id, None)
-
     # -- ISR and leadership -------------------------------------------------
 
     def _elect(self, part: Partition, prefer: bool = False) -> None:

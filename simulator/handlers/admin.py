@@ -1,4 +1,4 @@
-"""Admin APIs of the simulator (a TEST DOUBLE): CreateTopics, DeleteTopics,
+"""Admin APIs of the simulator (a TEST DOUBLE): CreateTopics,
 DescribeConfigs, AlterConfigs, IncrementalAlterConfigs.
 
 Invariant: any live broker accepts admin requests (there is no separate
@@ -18,7 +18,6 @@ from typing import Any
 from kafka.protocol.admin import (
     AlterConfigsResponse,
     CreateTopicsResponse,
-    DeleteTopicsResponse,
     DescribeConfigsResponse,
     IncrementalAlterConfigsResponse,
 )
@@ -92,30 +91,6 @@ def _created_configs(ctx: Ctx, name: str) -> list[Any]:
             is_sensitive=False)
         for c in _topic_configs(ctx, name)
     ]
-
-
-async def delete_topics(ctx: Ctx, req: Any) -> Any:
-    state = ctx.core.state
-    if ctx.version >= 6:
-        targets = [(t.name or state.topic_ids.get(t.topic_id), t.topic_id) for t in req.topics]
-    else:
-        targets = [(name, None) for name in req.topic_names]
-    results = []
-    for name, topic_id in targets:
-        error, message = errors.NONE, None
-        known = state.topics.get(name) if name else None
-        try:
-            state.delete_topic(name or "")
-            ctx.core.groups.forget_topic(name or "")
-        except StateError as exc:
-            error, message = exc.code, exc.message
-        results.append(
-            DeleteTopicsResponse.DeletableTopicResult(
-                name=name, topic_id=known.topic_id if known else topic_id,
-                error_code=error, error_message=message,
-            )
-        )
-    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
 
 
 def _entry(ctx: Ctx, name: str, value: str, source: int, kind: int) -> Any:

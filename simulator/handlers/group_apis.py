@@ -1,5 +1,6 @@
 """Consumer-group APIs of the simulator (a TEST DOUBLE): Join/Sync/Heartbeat/Leave,
-OffsetCommit/OffsetFetch, DescribeGroups, ListGroups.
+OffsetCommit/OffsetFetch. (DescribeGroups and ListGroups, which no test of the proxy
+needs, are not simulated: kafka-consumer-groups runs on real Kafka, tests/system.)
 
 Invariant: only the coordinator broker (lowest live node id) answers group
 requests; the others say NOT_COORDINATOR. All group logic lives in
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka.protocol.admin import DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.consumer import (
     HeartbeatResponse,
     JoinGroupResponse,
@@ -185,45 +185,3 @@ async def offset_fetch(ctx: Ctx, req: Any) -> Any:
         ]
         groups.append(group_cls(group_id=g.group_id, topics=gtopics, error_code=error))
     return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
-
-
-async def describe_groups(ctx: Ctx, req: Any) -> Any:
-    error = ctx.coordinator_error()
-    out = []
-    for group_id in req.groups:
-        group = ctx.core.groups.groups.get(group_id)
-        members = []
-        if group is not None and not error:
-            for m in group.members.values():
-                metadata = dict(m.protocols).get(group.protocol_name or "", b"")
-                members.append(
-                    DescribeGroupsResponse.DescribedGroup.DescribedGroupMember(
-                        member_id=m.member_id, group_instance_id=m.group_instance_id,
-                        client_id="", client_host="/127.0.0.1", member_metadata=metadata,
-                        member_assignment=m.assignment,
-                    )
-                )
-        out.append(
-            DescribeGroupsResponse.DescribedGroup(
-                error_code=error,
-                group_id=group_id,
-                group_state=group.state if group else "Dead",
-                protocol_type=(group.protocol_type or "") if group else "",
-                protocol_data=(group.protocol_name or "") if group else "",
-                members=members,
-                authorized_operations=None,
-            )
-        )
-    return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
-
-
-async def list_groups(ctx: Ctx, req: Any) -> Any:
-    error = ctx.coordinator_error()
-    listed = [] if error else [
-        ListGroupsResponse.ListedGroup(
-            group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state,
-            group_type="classic",
-        )
-        for g in ctx.core.groups.groups.values()
-    ]
-    return ListGroupsResponse(throttle_time_ms=0, error_code=error, groups=listed)

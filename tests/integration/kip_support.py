@@ -40,8 +40,6 @@ from .harness.procs import RackguardProxy
 RACKS = ("rack-a", "rack-b", "rack-c")
 NODE_IDS = (1, 2, 3, 4, 5, 6)
 REFRESH_MS = 200
-# Long enough for several metadata polls of the proxy (and a slow 2-core CI box).
-SETTLE_S = 1.0
 # A full refresh counts as seeing a cluster change only if it ended this long after the
 # change: a poll answered just before the change may be applied just after it.
 IN_FLIGHT_S = 0.25

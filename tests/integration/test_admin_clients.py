@@ -28,7 +28,6 @@ from simulator.threaded import ThreadedCluster
 
 from .harness import java
 from .kip_support import (
-    SETTLE_S,
     KafkaPythonProducer,
     KipProxy,
     start_cluster,
@@ -97,7 +96,7 @@ def test_kip_outage_item(rig: tuple[ThreadedCluster, KipProxy]) -> None:
     try:
         assert producer.send("zonal", 0, [b"before"])[0].ok
         assert cluster.kill_rack("rack-c") == [3, 6]  # the ISR is now [1, 4]: one rack
-        time.sleep(SETTLE_S)  # the proxy's view follows
+        proxy.refreshed_since(time.monotonic())  # the proxy's view follows
         producer.start_send("zonal", 0, [b"during"])
         wait_until(lambda: proxy.rejection_lines("zonal"), 10, "a refusal")  # retrying
         lowered = time.monotonic()

@@ -28,7 +28,6 @@ from .harness import java
 from .kip_support import (
     NOT_ENOUGH_REPLICAS,
     RACKS_PREFIX,
-    SETTLE_S,
     kill_all_but_rack_a,
     make_producer,
     raw_produce,
@@ -215,7 +214,7 @@ def test_the_rack_rule_applies_after_authentication(secured: Secured) -> None:
         pytest.skip("checked on SASL_SSL")
     kill_all_but_rack_a(secured.cluster)
     try:
-        time.sleep(SETTLE_S)  # several metadata polls of the proxy (as test_kip_plan)
+        secured.proxy.refreshed_since(time.monotonic())  # the proxy's view follows
         with secured.raw() as conn:
             assert sasl_login(conn, "alice", USERS["alice"])[-1].error_code == 0
             results = raw_produce(conn, [("racks", 0, [b"one-rack"])])
@@ -224,7 +223,7 @@ def test_the_rack_rule_applies_after_authentication(secured: Secured) -> None:
         assert stored_values(secured.cluster, "racks", [0]) == []
     finally:
         restore_racks(secured.cluster)
-        time.sleep(SETTLE_S)
+        secured.proxy.refreshed_since(time.monotonic())
 
 
 def test_mtls_refuses_a_client_without_a_certificate(tmp_path: Path) -> None:
