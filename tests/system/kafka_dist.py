@@ -116,7 +116,7 @@ def install(kafka_version: str, say: Callable[[str], None] = print) -> Path:
         if mvn is None:
             raise RuntimeError("Maven (mvn) is not installed: apt-get install -y maven")
         say(f"resolving Apache Kafka {kafka_version} from Maven Central into {folder} "
-            "(once per machine; Maven's ~/.m2 cache makes it quick) ...")
+            "(once per machine; minutes the first time, seconds from Maven's ~/.m2) ...")
         started = time.monotonic()
         shutil.rmtree(folder, ignore_errors=True)
         argv = [mvn, "-q", "-B", "-f", str(POM), f"-Dkafka.version={kafka_version}",
