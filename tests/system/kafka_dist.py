@@ -8,7 +8,8 @@ before its first real-Kafka or Java-client test (tests/conftest.py calls
 complete folder, so the second run costs nothing. By hand, the same:
 
     .venv/bin/python -m tests.system.kafka_dist install [VERSION ...]
- The system tests run the broker, ``kafka.tools.StorageTool`` and the
+
+The system tests run the broker, ``kafka.tools.StorageTool`` and the
 command-line tools from these jars; the Java-client tests take kafka-clients
 from them too. ``RGTEST_KAFKA_VERSION`` picks the release the tests run
 (default ``DEFAULT_VERSION``).
