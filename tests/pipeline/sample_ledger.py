@@ -2,8 +2,8 @@
 
 Brokers 1-6 in rack-a, rack-b, rack-c (two each); one proxy instance writing
 schema 3 files: a record per request naming its view (1 before the outage, 2
-during, 3 after), the three views, the rule and a tick every 10 s. ``orders`` (6 partitions, enforced
-with min.insync.racks=2) and ``drill`` (3 partitions, not enforced). From
+during, 3 after), the three views, the rule and a tick every 10 s. ``orders``
+(6 partitions, enforced with min.insync.racks=2) and ``drill`` (3 partitions, not enforced). From
 minute 4 to minute 5 rack-b and rack-c drop out of every ISR: the proxy
 refuses orders' writes with NOT_ENOUGH_RACKS, while drill's writes are
 acknowledged on rack-a alone, and then rack-a is lost with them: the topic

@@ -27,6 +27,7 @@ from proxy.enforce.policy import RackRule
 from proxy.ledger.recorder import DecisionLedger, LedgerConfig
 from proxy.ledger.schema import OBSERVED, REJECTED
 from proxy.relay.actions import Forward, Reply
+from tests.unit._views import part, snap, topic
 from tests.unit.enforce.test_enforcement_hook import (
     BATCHES,
     CLIENT,
@@ -39,7 +40,6 @@ from tests.unit.enforce.test_enforcement_hook import (
     key_of,
     produce,
 )
-from tests.unit._views import part, snap, topic
 from tests.unit.ledger._ledger_lines import partition_rows, table
 
 
