@@ -36,7 +36,8 @@ def test_ledger_overhead_quick_run_prints_its_figures() -> None:
         [sys.executable, str(ROOT / "benchmarks" / "ledger_overhead.py"), "--requests", "300"],
         capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stderr
-    assert "Python encoder" in result.stdout and "event loop" in result.stdout, result.stdout
+    assert "writer thread" in result.stdout and "event loop" in result.stdout, result.stdout
+    assert "bytes of closed Parquet" in result.stdout and "snapshots:" in result.stdout
     assert "process CPU incl. writer" in result.stdout, result.stdout
 
 
