@@ -126,10 +126,9 @@ def bytes_per_write(requests: int, partitions: int) -> tuple[float, int]:
                                              queue_bytes=10**15), CollectorRegistry())
         ledger.flush()
         offsets = [rnd.randrange(10**9) for _ in range(partitions)]
-        from array import array
         for i in range(requests):
             topic = rnd.randrange(20)
-            parts = array("q")
+            parts: list[int] = []
             errors = []
             for j in range(partitions):
                 p = (topic * 7 + j) % 60
