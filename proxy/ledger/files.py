@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from proxy.ledger.schema import CLOSED_SUFFIX, OPEN_SUFFIX
 
-_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression=None)  # closed files are compressed
 _NAME = re.compile(r"^(?P<prefix>[a-z]+)-(?P<instance>.+)-(?P<stamp>\d{8}T\d{6})-"
                    r"(?P<pid>\d+)-(?P<n>\d+)\.(?P<suffix>arrows|parquet)$")
 
