@@ -84,13 +84,15 @@ def _alive(pid: int) -> bool:
 
 
 def recover(directory: Path, instance: str) -> list[Path]:
-    """Close the streams this instance's dead processes left open (after a kill -9)."""
+    """Close the streams this instance's dead processes left open (after a kill -9). Called
+    before this process opens any: a stream named with its own pid is a previous
+    incarnation's (a container restarts with the same pid)."""
     closed: list[Path] = []
     own = safe_instance(instance)
     for path in sorted(directory.glob(f"*{OPEN_SUFFIX}")):
         m = _NAME.match(path.name)
-        if m and m["instance"] == own and int(m["pid"]) != os.getpid() \
-                and not _alive(int(m["pid"])):
+        pid = int(m["pid"]) if m else -1
+        if m and m["instance"] == own and (pid == os.getpid() or not _alive(pid)):
             done = close_stream(path)
             if done is not None:
                 closed.append(done)
