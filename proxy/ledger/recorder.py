@@ -313,11 +313,14 @@ class DecisionLedger:
     def _iteration(self, final: bool) -> int:
         """Snapshots of what changed (and a tick when due), then the queued entries, then
         the disk bound. Each part's failure is counted and does not stop the others."""
+        # the entries queued now name views numbered before the snapshots below are taken:
+        # those are written first, so no row is ever on disk before the view it names
+        ready = len(self._queue)
         try:
             self._write_snapshots(final)
         except Exception:  # noqa: BLE001
             self._log("snapshot", "ledger: snapshot write failed", exc_info=True)
-        written = self._write_queued()
+        written = self._write_queued(len(self._queue) if final else ready)
         now = self.clock()
         if self._retention is not None and (final or now >= self._next_retention):
             self._next_retention = now + _RETENTION_EVERY_S
@@ -363,15 +366,17 @@ class DecisionLedger:
             snapshots.write(snapshot_batch(rows))
             self.metrics.snapshot_rows.inc(len(rows))
 
-    def _write_queued(self) -> int:
+    def _write_queued(self, limit: int) -> int:
+        """Write the first ``limit`` queued entries; returns the rows written."""
         from proxy.ledger.tables import decision_batch
 
         queue = self._queue
         written = 0
-        while queue and self._decisions is not None:
+        while queue and limit > 0 and self._decisions is not None:
             entries: list[Entry] = []
             rows = held = 0
-            while queue and len(entries) < _BATCH_ENTRIES:
+            while queue and limit > 0 and len(entries) < _BATCH_ENTRIES:
+                limit -= 1
                 entry = queue.popleft()
                 entries.append(entry)
                 rows += entry.rows
