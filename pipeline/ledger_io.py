@@ -256,25 +256,33 @@ def _decision_rows(raw: DataFrame, snaps: DataFrame) -> DataFrame:
         F.posexplode(F.arrays_zip("topic_no", "partition", "records", "bytes", "error",
                                   "base_offset")).alias("pos", "p"))
     parts = (parts.withColumn("topic", F.expr("get(topics, p.topic_no)"))
+             .withColumn("partition", F.col("p.partition").cast("int"))
              .withColumn("n", F.expr("try_element_at(np, pos)")))
-    wanted = parts.select(*key, "topic", "view_seq").distinct()
-    state = _latest(wanted, topics, [*key, "topic"], "view_seq").filter(F.col("state") == TOPIC)
-    racks = _latest(parts.select(*key, "view_seq").distinct(), brokers, key, "view_seq")
-    rows = (parts.join(F.broadcast(state.drop("seq", "state")), [*key, "topic", "view_seq"],
-                       "left")
-            .join(F.broadcast(racks.drop("seq")), [*key, "view_seq"], "left")
-            .join(F.broadcast(rules), [*key, "rule_seq"], "left")
-            .withColumn("_i", F.expr("array_position(partitions, p.partition)")))
-    at = "CASE WHEN _i > 0 THEN element_at({0}, CAST(_i AS INT)) END"
-    isr = F.coalesce(F.expr(at.format("isr")), F.array().cast("array<int>"))
+    # each partition's state at each view the rows name, with its racks, worked out once
+    # per (view, topic, partition), not per row
+    views = parts.select(*key, "topic", "view_seq").distinct()
+    state = _latest(views, topics, [*key, "topic"], "view_seq").filter(F.col("state") == TOPIC)
+    racks = _latest(views.select(*key, "view_seq").distinct(), brokers, key, "view_seq")
+    lookup = (state.join(racks.drop("seq"), [*key, "view_seq"], "left")
+              .select(*key, "topic", "view_seq", "min_isr", "rack_map", F.posexplode(
+                  F.arrays_zip("partitions", "leaders", "isr")).alias("i", "s"))
+              .select(*key, "topic", "view_seq", "min_isr",
+                      F.col("s.partitions").cast("int").alias("partition"),
+                      F.col("s.leaders").alias("leader"), F.col("s.isr").alias("isr"),
+                      _racks_of("s.isr", "rack_map").alias("isr_racks")))
+    required = (parts.select(*key, "topic", "rule_seq").distinct()
+                .join(F.broadcast(rules), [*key, "rule_seq"], "left")
+                .select(*key, "topic", "rule_seq", _required("topic").alias("required_racks")))
+    rows = (parts.join(lookup, [*key, "topic", "view_seq", "partition"], "left")
+            .join(required, [*key, "topic", "rule_seq"], "left"))
     decision = F.coalesce(F.col("n.np_decision"), F.lit(FORWARDED))
     rejected = decision == REJECTED
-    return (rows.withColumn("isr", isr).select(
+    return rows.select(
         F.col("ts").cast("double").alias("ts"), "instance", "req", "client_id", "client_addr",
-        "topic", F.col("p.partition").cast("int").alias("partition"),
-        F.coalesce(F.expr(at.format("leaders")), F.lit(-1)).cast("int").alias("leader"),
-        "isr", _racks_of("isr", "rack_map").alias("isr_racks"),
-        _required("topic").cast("int").alias("required_racks"),
+        "topic", "partition", F.coalesce(F.col("leader"), F.lit(-1)).cast("int").alias("leader"),
+        F.coalesce(F.col("isr"), F.array().cast("array<int>")).alias("isr"),
+        F.coalesce(F.col("isr_racks"), F.array().cast("array<string>")).alias("isr_racks"),
+        F.col("required_racks").cast("int").alias("required_racks"),
         F.col("min_isr").cast("int").alias("min_isr"),
         decision.alias("decision"), F.coalesce(F.col("n.np_reason"), F.lit("")).alias("reason"),
         F.when(rejected, F.col("n.np_code")).otherwise(F.col("p.error")).cast("int")
@@ -286,7 +294,7 @@ def _decision_rows(raw: DataFrame, snaps: DataFrame) -> DataFrame:
         F.col("p.bytes").cast("long").alias("bytes"),
         F.col("latency_ms").cast("double").alias("latency_ms"),
         F.lit(None).cast("double").alias("metadata_age_ms"),
-        F.lit(None).cast("string").alias(CORRUPT)))
+        F.lit(None).cast("string").alias(CORRUPT))
 
 
 def _snapshot_rows(snaps: DataFrame) -> DataFrame:
