@@ -304,29 +304,34 @@ def _snapshot_rows(snaps: DataFrame) -> DataFrame:
              .select(*key, "ts", F.col("seq").alias("view_seq"), "rule_seq", "interval_s")
              .withColumn("snapshot", F.row_number().over(
                  Window.partitionBy(*key).orderBy("ts")).cast("long")))
-    views = ticks.select(*key, "view_seq").distinct()
-    # the latest state of every topic at each view the ticks name
+    views = ticks.select(*key, "view_seq", "rule_seq").distinct()
+    # the latest state of every topic at each view the ticks name, each partition's racks
+    # and required racks worked out once per (view, rule, partition), not per tick
     joined = views.join(topics, key).filter(F.col("seq") <= F.col("view_seq"))
-    w = Window.partitionBy(*key, "view_seq", "topic").orderBy(F.desc("seq"))
+    w = Window.partitionBy(*key, "view_seq", "rule_seq", "topic").orderBy(F.desc("seq"))
     state = (joined.withColumn("_rn", F.row_number().over(w))
              .filter((F.col("_rn") == 1) & (F.col("state") == TOPIC)).drop("_rn", "seq"))
-    racks = _latest(views, brokers, key, "view_seq").drop("seq")
-    per_partition = state.select(
-        *key, "view_seq", "topic", "min_isr",
-        F.posexplode(F.arrays_zip("partitions", "leaders", "replicas", "isr")).alias("i", "s"))
-    rows = (ticks.join(per_partition, [*key, "view_seq"])
-            .join(F.broadcast(racks), [*key, "view_seq"], "left")
-            .join(F.broadcast(rules), [*key, "rule_seq"], "left")
-            .withColumn("replicas", F.col("s.replicas")).withColumn("isr", F.col("s.isr")))
+    racks = _latest(views.select(*key, "view_seq").distinct(), brokers, key, "view_seq")
+    per_partition = (state.join(racks.drop("seq"), [*key, "view_seq"], "left")
+                     .join(F.broadcast(rules), [*key, "rule_seq"], "left")
+                     .select(*key, "view_seq", "rule_seq", "topic", "min_isr", "rack_map",
+                             _required("topic").alias("required_racks"),
+                             F.posexplode(F.arrays_zip("partitions", "leaders", "replicas",
+                                                       "isr")).alias("i", "s"))
+                     .select(*key, "view_seq", "rule_seq", "topic", "min_isr", "required_racks",
+                             F.col("s.partitions").cast("int").alias("partition"),
+                             F.col("s.leaders").cast("int").alias("leader"),
+                             F.col("s.replicas").alias("replicas"),
+                             _racks_of("s.replicas", "rack_map").alias("replica_racks"),
+                             F.col("s.isr").alias("isr"),
+                             _racks_of("s.isr", "rack_map").alias("isr_racks")))
+    rows = ticks.join(per_partition, [*key, "view_seq", "rule_seq"])
     return rows.select(
         F.lit("partition").alias("kind"), F.col("ts").cast("double").alias("ts"), "instance",
         "snapshot", F.col("interval_s").cast("double").alias("interval_s"), "topic",
-        F.col("s.partitions").cast("int").alias("partition"),
-        F.col("s.leaders").cast("int").alias("leader"), "replicas",
-        _racks_of("replicas", "rack_map").alias("replica_racks"), "isr",
-        _racks_of("isr", "rack_map").alias("isr_racks"),
+        "partition", "leader", "replicas", "replica_racks", "isr", "isr_racks",
         F.col("min_isr").cast("int").alias("min_isr"),
-        _required("topic").cast("int").alias("required_racks"),
+        F.col("required_racks").cast("int").alias("required_racks"),
         F.lit(None).cast("double").alias("metadata_age_ms"),
         F.lit(None).cast("string").alias(CORRUPT))
 
