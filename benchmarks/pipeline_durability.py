@@ -1,97 +1,122 @@
-"""Time ``report durability`` over a generated ledger of N rows.
+"""Time ``report durability`` over a generated ledger of N partition-writes.
 
     .venv/bin/python benchmarks/pipeline_durability.py --rows 10000000 [--master local[*]]
 
-Writes N decision rows (4 instances, 50 topics x 12 partitions, 24 hours, a
-mix of forwarded / rejected / observed rows and rack counts) as schema v2
-lines of 1 to 50 partitions each (mostly 10 to 50), plus snapshots every 30 s
-of the same period, into a temporary ledger directory, then times the
-durability report (read, aggregate, write the tables and the HTML) in local
-mode. Prints one line per figure. The figure is reported, not asserted.
+Writes N partition-writes (4 instances, 50 topics x 12 partitions, 24 hours, a
+mix of forwarded / rejected / observed rows and rack counts) as schema 3 decision
+files, requests of 1 to 50 partitions each (mostly 10 to 50), each naming one of
+48 views per instance (one every 30 minutes, each with its own ISRs), plus the
+views, the rule and a tick every 30 s of the same period (proxy-0's), into a
+temporary ledger directory; then times the durability report (read, join by
+sequence number, aggregate, write the tables and the HTML) in local mode. Prints
+one line per figure. The figure is reported, not asserted.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
 from pipeline.jobs import make_report, write_report  # noqa: E402
 from pipeline.session import build_session  # noqa: E402
+from proxy.ledger.tables import DECISION_SCHEMA, SNAPSHOT_SCHEMA  # noqa: E402
 
 T0 = 1_700_000_000.0
-RACKS = (["rack-a"], ["rack-a", "rack-b"], ["rack-a", "rack-b", "rack-c"])
-ISR_JSON = {len(r): (json.dumps(list(range(1, len(r) + 1)), separators=(",", ":")),
-                     json.dumps(r, separators=(",", ":"))) for r in RACKS}
-HEAD = ('{"v":2,"kind":"produce","instance":"proxy-%d","ts":%.6f,"req":%d,'
-        '"client_id":"app-%d","client_addr":"10.0.0.%d:4000%d","latency_ms":%.3f,'
-        '"partitions":[')
-PARTITION = '["topic-%d",%d,%d,%s,%s,2,2,"%s","%s",%s,%s,%s,%d,%d,%.1f]'
+SPAN = 24 * 3600.0
+INSTANCES = 4
+TOPICS, PARTITIONS, VIEWS = 50, 12, 48
+RACKS = {1: "rack-a", 2: "rack-b", 3: "rack-c", 4: "rack-a", 5: "rack-b", 6: "rack-c"}
 
 
-def partition_array(rnd: random.Random, k: int) -> str:
-    """Row ``k`` as a v2 partition array (the elements of ``PARTITION_FIELDS``)."""
-    racks = rnd.choices((1, 2, 3), (5, 30, 65))[0]
-    roll = rnd.random()
-    wire, broker, offset = "0", "0", str(k)
-    if racks == 1 and roll < 0.8:
-        decision, reason, wire, broker, offset = ("rejected", "NOT_ENOUGH_RACKS", "19", "null",
-                                                  "null")
-    elif racks == 1:
-        decision, reason = "observed-would-reject", "NOT_ENOUGH_RACKS"
-    else:
-        decision, reason = "forwarded", ""
-    isr, isr_racks = ISR_JSON[racks]
-    return PARTITION % (k % 50, k % 12, 1 + k % 6, isr, isr_racks, decision, reason, wire,
-                        broker, offset, 1 + k % 10, 200 + k % 4000, rnd.random() * 2000)
+def isr_racks(view: int, topic: int, partition: int) -> int:
+    """The rack count of a partition's ISR in a view: 5 % one, 30 % two, 65 % three."""
+    roll = random.Random(view * 10_000 + topic * 100 + partition).random()
+    return 1 if roll < 0.05 else 2 if roll < 0.35 else 3
+
+
+def views(instance: int) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = [
+        {"kind": "brokers", "ts": T0, "instance": f"proxy-{instance}", "run": 1, "seq": 1,
+         "nodes": list(RACKS), "racks": list(RACKS.values()), "live": [True] * 6},
+        {"kind": "rule", "ts": T0, "instance": f"proxy-{instance}", "run": 1, "seq": 1,
+         "default_min_racks": 2, "rule_topics": [], "rule_topic_racks": [],
+         "rule_prefixes": [], "rule_prefix_racks": [], "observe": False,
+         "dedicated_code": None}]
+    for v in range(1, VIEWS + 1):
+        for t in range(TOPICS):
+            isr = [[1, 2, 3][:isr_racks(v, t, p)] for p in range(PARTITIONS)]
+            rows.append({"kind": "topic", "ts": T0 + SPAN * (v - 1) / VIEWS,
+                         "instance": f"proxy-{instance}", "run": 1, "seq": v,
+                         "topic": f"topic-{t}", "min_isr": 2,
+                         "partitions": list(range(PARTITIONS)), "leaders": [1] * PARTITIONS,
+                         "replicas": [[1, 2, 3]] * PARTITIONS, "isr": isr})
+    return rows
 
 
 def generate(directory: Path, rows: int, seed: int = 7) -> int:
-    """Write ``rows`` decision rows (and snapshots); returns the bytes written."""
+    """Write ``rows`` partition-writes (and the views and ticks); returns the bytes written."""
     rnd = random.Random(seed)
-    instances = 4
     per_file = 1_000_000
-    size = 0
-    span = 24 * 3600.0
-    line_no = 0
+    req = 0
     for file_no, written in enumerate(range(0, rows, per_file)):
         end = min(written + per_file, rows)
-        lines = []
+        requests: list[dict[str, Any]] = []
         first = written
         while first < end:
             n = rnd.randint(10, 50) if rnd.random() < 0.8 else rnd.randint(1, 9)
             stop = min(first + n, end)
-            lines.append(HEAD % (line_no % instances, T0 + span * first / rows,
-                                 line_no // instances, line_no % 20, line_no % 250, line_no % 10,
-                                 1 + rnd.random() * 5)
-                         + ",".join(partition_array(rnd, k) for k in range(first, stop))
-                         + "]}\n")
-            line_no += 1
+            instance = req % INSTANCES
+            ts = T0 + SPAN * first / rows
+            view = 1 + int((ts - T0) / SPAN * VIEWS)
+            topic = rnd.randrange(TOPICS)
+            parts = [(k % PARTITIONS) for k in range(first, stop)]
+            np_index, np_decision, np_code = [], [], []
+            errors: list[int | None] = []
+            for i, p in enumerate(parts):
+                if isr_racks(view, topic, p) == 1:
+                    rejected = rnd.random() < 0.8
+                    np_index.append(i)
+                    np_decision.append("rejected" if rejected else "observed-would-reject")
+                    np_code.append(19 if rejected else None)
+                    errors.append(None if rejected else 0)
+                else:
+                    errors.append(0)
+            requests.append({
+                "ts": ts, "instance": f"proxy-{instance}", "run": 1, "req": req // INSTANCES,
+                "client_id": f"app-{req % 20}", "client_addr": f"10.0.0.{req % 250}:4000",
+                "api_version": 9, "view_seq": view, "rule_seq": 1,
+                "latency_ms": 1 + rnd.random() * 5, "topics": [f"topic-{topic}"],
+                "topic_no": [0] * len(parts), "partition": parts,
+                "records": [1 + k % 10 for k in range(first, stop)],
+                "bytes": [200 + k % 4000 for k in range(first, stop)], "error": errors,
+                "base_offset": list(range(first, stop)),
+                "np_index": np_index or None, "np_decision": np_decision or None,
+                "np_reason": ["NOT_ENOUGH_RACKS"] * len(np_index) or None,
+                "np_code": np_code or None})
+            req += 1
             first = stop
-        text = "".join(lines)
-        (directory / f"decisions-gen-{file_no:04d}.jsonl").write_text(text)
-        size += len(text)
-    snaps = []
-    for s in range(int(span // 30)):
-        for t in range(50):
-            for p in range(12):
-                snap_racks = RACKS[0] if (s + t + p) % 40 == 0 else RACKS[2]
-                snaps.append(json.dumps({
-                    "v": 1, "kind": "partition", "ts": T0 + 30 * s, "instance": "proxy-0",
-                    "snapshot": s, "interval_s": 30.0, "topic": f"topic-{t}", "partition": p,
-                    "leader": 1, "replicas": [1, 2, 3], "replica_racks": RACKS[2],
-                    "isr": [1, 2, 3], "isr_racks": snap_racks, "min_isr": 2, "required_racks": 2,
-                    "metadata_age_ms": 100.0}) + "\n")
-    text = "".join(snaps)
-    (directory / "snapshots-gen-0000.jsonl").write_text(text)
-    return size + len(text)
+        pq.write_table(pa.Table.from_pylist(requests, schema=DECISION_SCHEMA),
+                       str(directory / f"decisions-gen-20231114T221320-1-{file_no:06d}.parquet"),
+                       compression="zstd")
+    snaps = [r for i in range(INSTANCES) for r in views(i)]
+    snaps += [{"kind": "tick", "ts": T0 + 30 * s, "instance": "proxy-0", "run": 1,
+               "seq": 1 + int(30 * s / SPAN * VIEWS), "rule_seq": 1, "interval_s": 30.0}
+              for s in range(int(SPAN // 30))]
+    pq.write_table(pa.Table.from_pylist(snaps, schema=SNAPSHOT_SCHEMA),
+                   str(directory / "snapshots-gen-20231114T221320-1-000000.parquet"),
+                   compression="zstd")
+    return sum(p.stat().st_size for p in directory.iterdir())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         start = time.perf_counter()
         size = generate(ledger, args.rows)
-        print(f"generated {args.rows:,} rows ({size / 1e9:.2f} GB) in "
+        print(f"generated {args.rows:,} rows ({size / 1e6:.1f} MB of Parquet) in "
               f"{time.perf_counter() - start:.1f} s")
         spark = build_session(args.master)
         start = time.perf_counter()
@@ -118,9 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"durability over {args.rows:,} rows on {args.master}: {took:.1f} s "
               f"({args.rows / took:,.0f} rows/s); tables {counts}")
         s = report.summary
-        print(f"rows read {s['partition_writes']:,} (+{s['malformed_decision_rows']:,} "
-              f"malformed), acked bytes {s['acked_bytes']:,}, share >= 2 racks "
-              f"{s['share_bytes_ge_n']:.4f}")
+        print(f"rows read {s['partition_writes']:,}, acked bytes {s['acked_bytes']:,}, "
+              f"share >= 2 racks {s['share_bytes_ge_n']:.4f}")
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -1,54 +1,93 @@
-"""Reading the ledger directory (decisions-*.jsonl, snapshots-*.jsonl) and offset dumps.
+"""Reading the ledger directory (schema 3: decisions and snapshots, Parquet) and offset dumps.
 
-Decision lines come in two schemas, read together into the same rows (one per
-partition, the v1 columns and ``malformed``): v1 writes one line per
-partition with every field named; v2 writes one line per recorded request, its
-fields once and each partition as an array of the proxy's
-``proxy.ledger.schema.PARTITION_FIELDS``, in that order.
+The proxy writes one row per request that names the view and the rule it was decided
+on by sequence number, and the view and the rule themselves only when they change
+(``proxy.ledger.schema``). This module joins them back into the rows the reports
+read, one per partition-write, with the columns the reports have always had:
 
-Invariant: every line read is either a valid row or counted as malformed
-(``malformed`` column true), never silently dropped: a line that is not JSON,
-has a field of the wrong type, lacks a field every row must have, or names an
-unknown kind, decision or schema version ("v" other than 1 or 2) is malformed.
-A v2 line whose own fields fail so (ts, instance, req, kind), that has no
-partitions, or a partition that is not an array, is one malformed row;
-otherwise each of its partition arrays is a row, malformed alone when it has
-other than 15 elements, lacks a required element (topic, partition, decision,
-isr_racks), names an unknown decision, or has a non-null element that does
-not cast to its column's type (null is valid where v1 allows it). v2 elements
-are read as JSON text and cast, so a JSON string holding a number or an array
-where one is required is taken as that value (v1 refuses it). Blank lines are
-not rows. The schema is explicit (no inference pass over the data).
+- a decision row gets its partition's leader, ISR and min.insync.replicas from the
+  topic's latest ``topic`` snapshot row with ``seq <= view_seq`` (same instance and
+  run), its ISR's racks from the latest ``brokers`` row, its required racks from the
+  ``rule`` row of its ``rule_seq``;
+- a snapshot row is made per partition per ``tick`` (the proxy was up, on that view,
+  every snapshot interval), from the state in force at the tick's view: the same rows
+  the former periodic snapshots held.
+
+Files are typed (Parquet; a file still being written, or left by a crash, is an Arrow
+IPC stream whose complete batches are read): there is no parsing, so no malformed
+row; the ``malformed`` column stays for the reports' summaries and is always false.
+Files of the JSON ledger (schemas 1 and 2) are not read.
+
+Invariant: the joins are keyed by the few distinct (instance, run, topic, view_seq)
+the rows name, so their cost follows the rows and the views that changed, not the
+cluster's size times the traffic.
 """
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
+    ByteType,
+    DataType,
     DoubleType,
+    FloatType,
     IntegerType,
     LongType,
+    ShortType,
     StringType,
     StructField,
     StructType,
 )
 
-from proxy.ledger.schema import DECISIONS, PARTITION_FIELDS
+from proxy.ledger.schema import (
+    BROKERS,
+    CLOSED_SUFFIX,
+    DECISION_COLUMNS,
+    DECISION_FILE_PREFIX,
+    FORWARDED,
+    GONE,
+    OPEN_SUFFIX,
+    REJECTED,
+    RULE,
+    SNAPSHOT_COLUMNS,
+    SNAPSHOT_FILE_PREFIX,
+    TICK,
+    TOPIC,
+)
 
-CORRUPT = "_corrupt_record"
-_LINE_REQUIRED = ("ts", "instance", "req")
-_PARTITION = "_partition"
+CORRUPT = "_corrupt_record"  # kept in the rows' columns for the reports' summaries
+
+_SCALARS: dict[str, DataType] = {
+    "float64": DoubleType(), "float32": FloatType(), "string": StringType(),
+    "int64": LongType(), "int32": IntegerType(), "int16": ShortType(), "int8": ByteType(),
+    "bool": BooleanType(),
+}
+
+
+def spark_type(name: str) -> DataType:
+    if name.startswith("list<") and name.endswith(">"):
+        return ArrayType(spark_type(name[5:-1]))
+    return _SCALARS[name]
+
+
+def spark_schema(columns: Sequence[tuple[str, str]]) -> StructType:
+    return StructType([StructField(n, spark_type(t)) for n, t in columns])
+
+
+RAW_DECISIONS = spark_schema(DECISION_COLUMNS)
+RAW_SNAPSHOTS = spark_schema(SNAPSHOT_COLUMNS)
 
 DECISION_SCHEMA = StructType([
-    StructField("v", LongType()),
-    StructField("kind", StringType()),
     StructField("ts", DoubleType()),
     StructField("instance", StringType()),
     StructField("req", LongType()),
@@ -72,24 +111,14 @@ DECISION_SCHEMA = StructType([
     StructField("metadata_age_ms", DoubleType()),
     StructField(CORRUPT, StringType()),
 ])
-"""The columns of decision rows (besides ``malformed``): v1's fields."""
-
-# A StringType element takes any JSON value as its text (numbers, nested arrays), so each
-# positional element can be cast to its column's type after one parse of the line.
-_DECISION_READ_SCHEMA = StructType(
-    [f for f in DECISION_SCHEMA.fields if f.name != CORRUPT]
-    + [StructField("partitions", ArrayType(ArrayType(StringType()))), DECISION_SCHEMA[CORRUPT]])
+"""The columns of the decision rows the reports read (besides ``malformed``)."""
 
 SNAPSHOT_SCHEMA = StructType([
-    StructField("v", LongType()),
     StructField("kind", StringType()),
     StructField("ts", DoubleType()),
     StructField("instance", StringType()),
     StructField("snapshot", LongType()),
     StructField("interval_s", DoubleType()),
-    StructField("node_id", IntegerType()),
-    StructField("rack", StringType()),
-    StructField("live", BooleanType()),
     StructField("topic", StringType()),
     StructField("partition", IntegerType()),
     StructField("leader", IntegerType()),
@@ -102,6 +131,7 @@ SNAPSHOT_SCHEMA = StructType([
     StructField("metadata_age_ms", DoubleType()),
     StructField(CORRUPT, StringType()),
 ])
+"""The columns of the per-tick partition rows the reports read (besides ``malformed``)."""
 
 OFFSETS_SCHEMA = StructType([
     StructField("topic", StringType()),
@@ -114,7 +144,7 @@ OFFSETS_SCHEMA = StructType([
 
 @dataclass(frozen=True)
 class Ledger:
-    """Parsed rows, each with a boolean ``malformed`` column; cached (read once)."""
+    """Joined rows, each with a boolean ``malformed`` column (always false); cached."""
 
     decisions: DataFrame
     snapshots: DataFrame
@@ -122,96 +152,199 @@ class Ledger:
     snapshot_files: int
 
 
-def ledger_files(paths: Sequence[str | Path], prefix: str) -> list[str]:
-    """``prefix-*.jsonl`` files in the given directories (recursively) or the files named."""
-    out: list[str] = []
+def ledger_files(paths: Sequence[str | Path], prefix: str) -> list[Path]:
+    """``prefix-*`` ledger files (Parquet, and open Arrow streams) in the given directories
+    (recursively) or the files named."""
+    out: list[Path] = []
+    suffixes = (CLOSED_SUFFIX, OPEN_SUFFIX)
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            out += sorted(str(p) for p in path.rglob(f"{prefix}-*.jsonl"))
+            out += sorted(p for p in path.rglob(f"{prefix}-*") if p.suffix in suffixes)
         elif path.is_file() and path.name.startswith(prefix):
-            out.append(str(path))
+            out.append(path)
         elif not path.exists():
             raise FileNotFoundError(f"ledger path {str(path)!r} does not exist")
     return out
 
 
-def _read(spark: SparkSession, files: list[str], schema: StructType) -> DataFrame:
-    if not files:
+_scratch: list[str] = []
+
+
+def _stream_as_parquet(path: Path) -> str | None:
+    """The complete batches of an open (or crashed) Arrow stream, as a Parquet file in a
+    scratch directory removed at exit; None when it holds no complete batch."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    batches = []
+    try:
+        with pa.OSFile(str(path), "rb") as source:
+            reader = pa.ipc.open_stream(source)
+            while True:
+                try:
+                    batches.append(reader.read_next_batch())
+                except StopIteration:
+                    break
+                except (pa.ArrowInvalid, OSError):
+                    break  # a torn last batch
+            schema = reader.schema
+    except (pa.ArrowInvalid, OSError):
+        return None
+    if not batches:
+        return None
+    if not _scratch:
+        _scratch.append(tempfile.mkdtemp(prefix="rackguard-ledger-"))
+        atexit.register(shutil.rmtree, _scratch[0], True)
+    target = Path(_scratch[0]) / f"{len(list(Path(_scratch[0]).iterdir()))}-{path.stem}.parquet"
+    pq.write_table(pa.Table.from_batches(batches, schema=schema), str(target))
+    return str(target)
+
+
+def _read(spark: SparkSession, files: list[Path], schema: StructType) -> DataFrame:
+    readable = [str(p) if p.suffix == CLOSED_SUFFIX else _stream_as_parquet(p) for p in files]
+    names = [p for p in readable if p is not None]
+    if not names:
         return spark.createDataFrame([], schema)
-    return (spark.read.schema(schema)
-            .option("mode", "PERMISSIVE")
-            .option("columnNameOfCorruptRecord", CORRUPT)
-            .json(files))
+    return spark.read.schema(schema).parquet(*names)
 
 
-def _v2_line_ok() -> Column:
-    """A v2 line whose own fields are valid: its partitions become rows."""
-    ok = (F.col("v") == 2) & F.col(CORRUPT).isNull() & (F.col("kind") == "produce")
-    for name in _LINE_REQUIRED:
-        ok = ok & F.col(name).isNotNull()
-    return ok
+def _latest(keys: DataFrame, states: DataFrame, by: list[str], seq_col: str) -> DataFrame:
+    """For each row of ``keys`` (``by`` and ``seq_col``), the row of ``states`` (``by``, ``seq``)
+    with the greatest ``seq <= seq_col``."""
+    joined = keys.join(states, by).filter(F.col("seq") <= F.col(seq_col))
+    w = Window.partitionBy(*by, seq_col).orderBy(F.desc("seq"))
+    return joined.withColumn("_rn", F.row_number().over(w)).filter("_rn = 1").drop("_rn")
 
 
-def _element(name: str) -> Column:
-    """Element ``name`` of the exploded partition array, as its column's type (null when
-    it is null, missing, or does not cast)."""
-    index = PARTITION_FIELDS.index(name)
-    dtype = DECISION_SCHEMA[name].dataType
-    if isinstance(dtype, StringType):
-        return F.get(F.col(_PARTITION), index)
-    if isinstance(dtype, ArrayType):
-        return F.from_json(F.get(F.col(_PARTITION), index), dtype)
-    # try_cast (not Column.try_cast, which pyspark 3.5 lacks): null, not an error, under ANSI
-    return F.expr(f"try_cast(get({_PARTITION}, {index}) AS {dtype.simpleString()})")
+def _racks_of(nodes: str, rack_map: str) -> Column:
+    """Distinct racks of the brokers in the array column ``nodes``, sorted; a node without a
+    brokers entry counts as no rack (it proves nothing)."""
+    return F.coalesce(F.expr(
+        f"array_sort(array_distinct(filter(transform({nodes}, n -> try_element_at({rack_map}, "
+        f"n)), r -> r is not null)))"), F.array().cast("array<string>"))
 
 
-def _decision_rows(lines: DataFrame) -> DataFrame:
-    """A row per partition of a v2 line whose own fields are valid, one per other line."""
-    exploded = lines.withColumn(
-        _PARTITION, F.explode_outer(F.when(_v2_line_ok(), F.col("partitions"))))
-    v2 = F.col("v") == 2
-    return exploded.select(
-        *(F.when(v2, _element(f.name)).otherwise(F.col(f.name)).alias(f.name)
-          if f.name in PARTITION_FIELDS else F.col(f.name) for f in DECISION_SCHEMA.fields),
-        F.col(_PARTITION))
+def _required(topic: str) -> Column:
+    return F.coalesce(
+        F.expr(f"try_element_at(map_from_arrays(rule_topics, rule_topic_racks), {topic})"),
+        F.expr(f"try_element_at(filter(arrays_zip(rule_prefixes, rule_prefix_racks), "
+               f"x -> startswith({topic}, x.rule_prefixes)), 1).rule_prefix_racks"),
+        F.col("default_min_racks"))
 
 
-def _decision_malformed() -> Column:
-    required = [*_LINE_REQUIRED, "topic", "partition", "decision", "isr_racks"]
-    bad = (F.col(CORRUPT).isNotNull() | (F.coalesce(F.col("kind"), F.lit("")) != "produce")
-           | ~F.col("v").isin(1, 2))
-    for name in required:
-        bad = bad | F.col(name).isNull()
-    bad = bad | ~F.col("decision").isin(*DECISIONS)
-    part = F.col(_PARTITION)
-    v2_bad = part.isNull() | (F.size(part) != len(PARTITION_FIELDS))
-    for i, name in enumerate(PARTITION_FIELDS):
-        if not isinstance(DECISION_SCHEMA[name].dataType, StringType):
-            v2_bad = v2_bad | (F.get(part, i).isNotNull() & F.col(name).isNull())
-    bad = bad | ((F.col("v") == 2) & v2_bad)
-    return F.coalesce(bad, F.lit(True))
+def _state_tables(snaps: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame]:
+    key = ["instance", "run"]
+    topics = snaps.filter(F.col("kind").isin(TOPIC, GONE)).select(
+        *key, "topic", "seq", F.col("kind").alias("state"), "min_isr", "partitions",
+        "leaders", "replicas", "isr")
+    brokers = snaps.filter(F.col("kind") == BROKERS).select(
+        *key, "seq", F.map_from_arrays("nodes", "racks").alias("rack_map"))
+    rules = snaps.filter(F.col("kind") == RULE).select(
+        *key, F.col("seq").alias("rule_seq"), "default_min_racks", "rule_topics",
+        "rule_topic_racks", "rule_prefixes", "rule_prefix_racks")
+    return topics, brokers, rules
 
 
-def _snapshot_malformed() -> Column:
-    kind = F.coalesce(F.col("kind"), F.lit(""))
-    partition_ok = ((kind == "partition") & F.col("topic").isNotNull()
-                    & F.col("partition").isNotNull() & F.col("isr_racks").isNotNull()
-                    & F.col("replica_racks").isNotNull())
-    broker_ok = (kind == "broker") & F.col("node_id").isNotNull()
-    ok = (F.col(CORRUPT).isNull() & F.col("ts").isNotNull() & F.col("instance").isNotNull()
-          & F.col("interval_s").isNotNull() & (partition_ok | broker_ok))
-    return ~F.coalesce(ok, F.lit(False))
+def _decision_rows(raw: DataFrame, snaps: DataFrame) -> DataFrame:
+    topics, brokers, rules = _state_tables(snaps)
+    key = ["instance", "run"]
+    parts = raw.select(
+        *key, "ts", "req", "client_id", "client_addr", "view_seq", "rule_seq", "latency_ms",
+        "topics", F.map_from_arrays("np_index", F.arrays_zip("np_decision", "np_reason",
+                                                             "np_code")).alias("np"),
+        F.posexplode(F.arrays_zip("topic_no", "partition", "records", "bytes", "error",
+                                  "base_offset")).alias("pos", "p"))
+    parts = (parts.withColumn("topic", F.expr("get(topics, p.topic_no)"))
+             .withColumn("partition", F.col("p.partition").cast("int"))
+             .withColumn("n", F.expr("try_element_at(np, pos)")))
+    # each partition's state at each view the rows name, with its racks, worked out once
+    # per (view, topic, partition), not per row
+    views = parts.select(*key, "topic", "view_seq").distinct()
+    state = _latest(views, topics, [*key, "topic"], "view_seq").filter(F.col("state") == TOPIC)
+    racks = _latest(views.select(*key, "view_seq").distinct(), brokers, key, "view_seq")
+    lookup = (state.join(racks.drop("seq"), [*key, "view_seq"], "left")
+              .select(*key, "topic", "view_seq", "min_isr", "rack_map", F.posexplode(
+                  F.arrays_zip("partitions", "leaders", "isr")).alias("i", "s"))
+              .select(*key, "topic", "view_seq", "min_isr",
+                      F.col("s.partitions").cast("int").alias("partition"),
+                      F.col("s.leaders").alias("leader"), F.col("s.isr").alias("isr"),
+                      _racks_of("s.isr", "rack_map").alias("isr_racks")))
+    required = (parts.select(*key, "topic", "rule_seq").distinct()
+                .join(F.broadcast(rules), [*key, "rule_seq"], "left")
+                .select(*key, "topic", "rule_seq", _required("topic").alias("required_racks")))
+    rows = (parts.join(lookup, [*key, "topic", "view_seq", "partition"], "left")
+            .join(required, [*key, "topic", "rule_seq"], "left"))
+    decision = F.coalesce(F.col("n.np_decision"), F.lit(FORWARDED))
+    rejected = decision == REJECTED
+    return rows.select(
+        F.col("ts").cast("double").alias("ts"), "instance", "req", "client_id", "client_addr",
+        "topic", "partition", F.coalesce(F.col("leader"), F.lit(-1)).cast("int").alias("leader"),
+        F.coalesce(F.col("isr"), F.array().cast("array<int>")).alias("isr"),
+        F.coalesce(F.col("isr_racks"), F.array().cast("array<string>")).alias("isr_racks"),
+        F.col("required_racks").cast("int").alias("required_racks"),
+        F.col("min_isr").cast("int").alias("min_isr"),
+        decision.alias("decision"), F.coalesce(F.col("n.np_reason"), F.lit("")).alias("reason"),
+        F.when(rejected, F.col("n.np_code")).otherwise(F.col("p.error")).cast("int")
+        .alias("wire_error"),
+        F.when(rejected, F.lit(None)).otherwise(F.col("p.error")).cast("int")
+        .alias("broker_error"),
+        F.col("p.base_offset").cast("long").alias("base_offset"),
+        F.col("p.records").cast("long").alias("records"),
+        F.col("p.bytes").cast("long").alias("bytes"),
+        F.col("latency_ms").cast("double").alias("latency_ms"),
+        F.lit(None).cast("double").alias("metadata_age_ms"),
+        F.lit(None).cast("string").alias(CORRUPT))
+
+
+def _snapshot_rows(snaps: DataFrame) -> DataFrame:
+    topics, brokers, rules = _state_tables(snaps)
+    key = ["instance", "run"]
+    ticks = (snaps.filter(F.col("kind") == TICK)
+             .select(*key, "ts", F.col("seq").alias("view_seq"), "rule_seq", "interval_s")
+             .withColumn("snapshot", F.row_number().over(
+                 Window.partitionBy(*key).orderBy("ts")).cast("long")))
+    views = ticks.select(*key, "view_seq", "rule_seq").distinct()
+    # the latest state of every topic at each view the ticks name, each partition's racks
+    # and required racks worked out once per (view, rule, partition), not per tick
+    joined = views.join(topics, key).filter(F.col("seq") <= F.col("view_seq"))
+    w = Window.partitionBy(*key, "view_seq", "rule_seq", "topic").orderBy(F.desc("seq"))
+    state = (joined.withColumn("_rn", F.row_number().over(w))
+             .filter((F.col("_rn") == 1) & (F.col("state") == TOPIC)).drop("_rn", "seq"))
+    racks = _latest(views.select(*key, "view_seq").distinct(), brokers, key, "view_seq")
+    per_partition = (state.join(racks.drop("seq"), [*key, "view_seq"], "left")
+                     .join(F.broadcast(rules), [*key, "rule_seq"], "left")
+                     .select(*key, "view_seq", "rule_seq", "topic", "min_isr", "rack_map",
+                             _required("topic").alias("required_racks"),
+                             F.posexplode(F.arrays_zip("partitions", "leaders", "replicas",
+                                                       "isr")).alias("i", "s"))
+                     .select(*key, "view_seq", "rule_seq", "topic", "min_isr", "required_racks",
+                             F.col("s.partitions").cast("int").alias("partition"),
+                             F.col("s.leaders").cast("int").alias("leader"),
+                             F.col("s.replicas").alias("replicas"),
+                             _racks_of("s.replicas", "rack_map").alias("replica_racks"),
+                             F.col("s.isr").alias("isr"),
+                             _racks_of("s.isr", "rack_map").alias("isr_racks")))
+    rows = ticks.join(per_partition, [*key, "view_seq", "rule_seq"])
+    return rows.select(
+        F.lit("partition").alias("kind"), F.col("ts").cast("double").alias("ts"), "instance",
+        "snapshot", F.col("interval_s").cast("double").alias("interval_s"), "topic",
+        "partition", "leader", "replicas", "replica_racks", "isr", "isr_racks",
+        F.col("min_isr").cast("int").alias("min_isr"),
+        F.col("required_racks").cast("int").alias("required_racks"),
+        F.lit(None).cast("double").alias("metadata_age_ms"),
+        F.lit(None).cast("string").alias(CORRUPT))
 
 
 def read_ledger(spark: SparkSession, paths: Sequence[str | Path]) -> Ledger:
-    dfiles = ledger_files(paths, "decisions")
-    sfiles = ledger_files(paths, "snapshots")
-    decisions = (_decision_rows(_read(spark, dfiles, _DECISION_READ_SCHEMA))
-                 .withColumn("malformed", _decision_malformed()).drop(_PARTITION).cache())
-    snapshots = _read(spark, sfiles, SNAPSHOT_SCHEMA).withColumn(
-        "malformed", _snapshot_malformed()).cache()
-    return Ledger(decisions, snapshots, len(dfiles), len(sfiles))
+    dfiles = ledger_files(paths, DECISION_FILE_PREFIX)
+    sfiles = ledger_files(paths, SNAPSHOT_FILE_PREFIX)
+    raw_snaps = _read(spark, sfiles, RAW_SNAPSHOTS).cache()
+    decisions = _decision_rows(_read(spark, dfiles, RAW_DECISIONS), raw_snaps)
+    snapshots = _snapshot_rows(raw_snaps)
+    return Ledger(decisions.withColumn("malformed", F.lit(False)).cache(),
+                  snapshots.withColumn("malformed", F.lit(False)).cache(),
+                  len(dfiles), len(sfiles))
 
 
 def read_offsets(spark: SparkSession, path: str | Path) -> DataFrame:

@@ -289,7 +289,8 @@ def placement(spark: SparkSession, ledger: Ledger, min_racks: int = 2) -> Report
                       _sum_if(F.col("ever_bad") == 1).alias("ever_under")).first()
     summary = {"min_racks": min_racks, **_clean(counts.asDict() if counts else {}),
                **_malformed_summary(ledger)}
-    worst = tuple(f"{r['topic']}-{r['partition']} ({', '.join(r['replica_racks'] or ())})"
+    worst = tuple(f"{r['topic']}-{r['partition']} "
+                  f"({verdicts.racks_list(r['replica_racks'] or ()) or 'no rack'})"
                   for r in bad.limit(5).collect())
     facts = verdicts.PlacementFacts(min_racks, int(summary.get("partitions") or 0),
                                     int(summary.get("under_now") or 0),

@@ -60,10 +60,23 @@ class DurabilityFacts:
     seconds_under: float
 
 
+NO_RACK_NAME = "the brokers without a rack"
+"""How a sentence names the rack of brokers that have none (the ledger's "")."""
+
+
+def rack_name(rack: str) -> str:
+    return rack or NO_RACK_NAME
+
+
+def racks_list(racks: Sequence[str]) -> str:
+    """Racks for a table cell or a short list: "rack-a, no rack"."""
+    return ", ".join(r or "no rack" for r in racks)
+
+
 def _racks_phrase(racks: Sequence[str]) -> str:
-    names = [r or '""' for r in racks]
+    names = [rack_name(r) for r in racks]
     if not names:
-        return "no rack (an empty ISR)"
+        return "no known rack (an empty ISR)"
     if len(names) == 1:
         return f"{names[0]} only"
     return ", ".join(names[:-1]) + f" and {names[-1]}"
@@ -92,15 +105,20 @@ def durability(f: DurabilityFacts) -> Verdict:
             f"{count(f.under_records, 'record')}) were acknowledged while their in-sync "
             f"replicas spanned fewer than {n} racks, on {count(len(f.under_topics), 'topic')} "
             f"({topics}){_window(f.under_first_ts, f.under_last_ts)}.")
-        single = [s for s in f.under_rack_sets if len(s.racks) <= 1]
-        if len(single) == 1 and len(f.under_rack_sets) == 1 and single[0].racks:
-            findings.append(f"If {single[0].racks[0]} had been lost in that window they were "
-                            "gone.")
+        single = [s for s in f.under_rack_sets if len(s.racks) == 1]
+        unplaced = sum(s.records for s in f.under_rack_sets if not s.racks)
+        if len(single) == 1 and len(f.under_rack_sets) == 1:
+            findings.append(f"If {rack_name(single[0].racks[0])} had been lost in that window "
+                            "they were gone.")
         elif single:
             parts = ", ".join(f"{_racks_phrase(s.racks)}: {count(s.records, 'record')}"
                               for s in single[:4])
             findings.append(f"Each depended on a single rack ({parts}): losing that rack in "
                             "that window would have lost them.")
+        if unplaced:
+            findings.append(f"{count(unplaced, 'record')} were acknowledged while no in-sync "
+                            "replica was on a broker the proxy knew the rack of: nothing shows "
+                            "where they were.")
         advice.append(f"Enforce the rule: run rackguard with --min-insync-racks {n} (or set "
                       f"it for {topics}). See first what it would refuse: rackguard report "
                       "whatif.")
@@ -273,6 +291,7 @@ def audit_loss(f: LossFacts) -> Verdict:
               "from their source if it still has them (the table names the client, request "
               "and time of each)."]
     if any(len(s) < 2 for r in f.ranges for s in r.isr_racks):
-        advice.append("They were acknowledged on a single rack: enforce min.insync.racks=2 "
-                      "(rackguard serve --min-insync-racks 2) so this cannot happen again.")
+        advice.append("They were acknowledged on fewer than two racks: enforce "
+                      "min.insync.racks=2 (rackguard serve --min-insync-racks 2) so this cannot "
+                      "happen again.")
     return Verdict(tuple(findings), tuple(advice), True)

@@ -476,6 +476,15 @@ def record_count(buf: Buffer, span: Span | None) -> int:
     pos, end = span
     if not 0 <= pos <= end <= len(buf):
         raise ProtocolError("record set span outside the buffer")
+    # the usual record set, one batch: its length, magic and count read alone (the checks
+    # _batch_at makes, without unpacking the whole header)
+    if end - pos >= _BATCH_HEADER_SIZE and buf[pos + 16] == 2:
+        length = _I32(buf, pos + 8)[0]
+        if pos + _BATCH_LENGTH_OVERHEAD + length == end \
+                and length >= _BATCH_HEADER_SIZE - _BATCH_LENGTH_OVERHEAD:
+            count: int = _I32(buf, pos + 57)[0]
+            if count >= 0:
+                return count
     total = 0
     while pos < end:
         f, pos = _batch_at(buf, pos, end)

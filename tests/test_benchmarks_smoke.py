@@ -61,12 +61,16 @@ def test_loop_lag_figures_are_sane() -> None:
 
 def test_ledger_overhead_figures_are_sane() -> None:
     out = run("ledger_overhead", "--requests", "300")
-    assert "Python encoder" in out and "event loop" in out
+    assert "writer thread" in out and "event loop" in out
     off, on = figures(r"1 partition\(s\)/request: .*process CPU incl. writer # -> # us", out)
     assert 0 < off < 10_000 and 0 < on < 10_000
     (per_request,) = figures(r"1 partition\(s\)/request: event loop # us per request", out)
     assert 0 < per_request < 10_000
     assert figures(r"50 partition\(s\)/request: .*rows dropped # of #", out) == [0, 15_000]
+    (disk,) = figures(r"disk: # bytes of closed Parquet per acknowledged partition-write", out)
+    assert 0 < disk <= 50  # the ledger's bar: at most 50 bytes per partition-write
+    (snapshot_kb,) = figures(r"snapshots: # kB in one hour", out)
+    assert 0 < snapshot_kb < 1000
 
 
 def test_connections_figures_are_sane() -> None:

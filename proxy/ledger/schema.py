@@ -1,27 +1,94 @@
 """The ledger's schema: what the proxy writes and the pipeline reads, and nothing else.
 
 Both sides import this module (and the pipeline nothing else of the proxy), so a
-field or decision renamed here is renamed for both.
+column or decision renamed here is renamed for both. It imports no pyarrow: the
+types are named here as Arrow type strings and built by the writer thread
+(:mod:`proxy.ledger.tables`) and the pipeline.
 
-Decision files (``decisions-*.jsonl``), schema 2: one JSON line per recorded request,
-its fields once (``v``, ``kind``, ``instance``, ``ts``, ``req``, ``client_id``,
-``client_addr``, ``latency_ms``) and ``partitions``, one array per partition holding
-``PARTITION_FIELDS`` in order. Schema 1 (still read) wrote one line per partition with
-every field named. Snapshot files (``snapshots-*.jsonl``), schema 1: a line per broker
-and per partition of the cluster view.
+Files, schema 3 (the JSON Lines of schemas 1 and 2 are not read any more):
+
+- ``decisions-<instance>-<utc>-<pid>-<n>.parquet``: one row per rack-checked
+  produce *request*: its time, number, client, the view and rule sequence numbers
+  it was decided on, and its partitions as parallel arrays (topic number into
+  ``topics``, partition, records, bytes, the broker's error code and base
+  offset). Partitions that did not simply pass are listed once more, sparsely
+  (``np_*``: their position, decision, reason and the proxy's own error code).
+  Nothing the view holds (leader, ISR, racks, min.insync.replicas) is repeated.
+- ``snapshots-<instance>-<utc>-<pid>-<n>.parquet``: the view and the rule as they
+  change: a ``topic`` row when a topic's partitions change (and every topic when a
+  file opens), a ``brokers`` row when the racks change, a ``rule`` row when the
+  rule changes, a ``gone`` row when a topic leaves the view, and a ``tick`` row
+  every snapshot interval (the proxy was up and on this view and rule).
+
+A row is joined to the state it was decided on by ``(instance, run, view_seq)``:
+the topic's latest ``topic`` row with ``seq <= view_seq``. ``run`` tells two runs of
+one instance apart (sequence numbers restart at 1).
+
+The file being written is an Arrow IPC stream (``.arrows``, one record batch per
+flush); it becomes Parquet when it is closed (rotation, stop, or the next start
+after a crash). A reader takes the complete batches of an ``.arrows`` file.
 """
 
 from __future__ import annotations
 
-DECISION_SCHEMA_VERSION = 2
-SNAPSHOT_SCHEMA_VERSION = 1
-PARTITION_FIELDS = ("topic", "partition", "leader", "isr", "isr_racks", "required_racks",
-                    "min_isr", "decision", "reason", "wire_error", "broker_error", "base_offset",
-                    "records", "bytes", "metadata_age_ms")
-"""The elements of each array in a decision line's ``partitions``, in order (schema 2)."""
+LEDGER_SCHEMA_VERSION = 3
 FORWARDED = "forwarded"
 REJECTED = "rejected"
 OBSERVED = "observed-would-reject"
 DECISIONS = (FORWARDED, REJECTED, OBSERVED)
 DECISION_FILE_PREFIX = "decisions"
 SNAPSHOT_FILE_PREFIX = "snapshots"
+OPEN_SUFFIX = ".arrows"  # the file being written: an Arrow IPC stream
+CLOSED_SUFFIX = ".parquet"
+
+DECISION_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("ts", "float64"),  # wall-clock seconds when the request was decided
+    ("instance", "string"),
+    ("run", "int64"),
+    ("req", "int64"),
+    ("client_id", "string"),
+    ("client_addr", "string"),
+    ("api_version", "int16"),
+    ("view_seq", "int64"),
+    ("rule_seq", "int64"),
+    ("latency_ms", "float32"),  # null: no broker answer (every partition refused, or none)
+    ("topics", "list<string>"),
+    ("topic_no", "list<int8>"),  # per partition, into topics (a request names <= 127 topics)
+    ("partition", "list<int32>"),
+    ("records", "list<int32>"),  # from the batch headers; -1 when unreadable
+    ("bytes", "list<int32>"),
+    ("error", "list<int16>"),  # the broker's code; null when the proxy answered or no answer
+    ("base_offset", "list<int64>"),
+    ("np_index", "list<int32>"),  # the partitions that did not simply pass: their position,
+    ("np_decision", "list<string>"),  # one of DECISIONS
+    ("np_reason", "list<string>"),  # the policy's verdict
+    ("np_code", "list<int16>"),  # the proxy's error code when it refused the partition
+)
+
+SNAPSHOT_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("kind", "string"),  # topic, gone, brokers, rule, tick
+    ("ts", "float64"),
+    ("instance", "string"),
+    ("run", "int64"),
+    ("seq", "int64"),  # the view's sequence number (the rule's, for kind=rule)
+    ("rule_seq", "int64"),  # kind=tick: the rule in force
+    ("interval_s", "float64"),  # kind=tick: the snapshot interval
+    ("topic", "string"),  # kind=topic, gone
+    ("min_isr", "int32"),
+    ("partitions", "list<int32>"),  # kind=topic: parallel arrays, one element per partition
+    ("leaders", "list<int32>"),
+    ("replicas", "list<list<int32>>"),
+    ("isr", "list<list<int32>>"),
+    ("nodes", "list<int32>"),  # kind=brokers: every broker with a known rack entry,
+    ("racks", "list<string>"),  # its rack ("" for a broker without one)
+    ("live", "list<bool>"),  # in the current broker list
+    ("default_min_racks", "int32"),  # kind=rule
+    ("rule_topics", "list<string>"),
+    ("rule_topic_racks", "list<int32>"),
+    ("rule_prefixes", "list<string>"),  # longest first
+    ("rule_prefix_racks", "list<int32>"),
+    ("observe", "bool"),
+    ("dedicated_code", "int16"),
+)
+
+TOPIC, GONE, BROKERS, RULE, TICK = "topic", "gone", "brokers", "rule", "tick"

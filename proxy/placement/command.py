@@ -37,7 +37,7 @@ def _sources(p: argparse.ArgumentParser) -> None:
     where.add_argument("--bootstrap", metavar="HOST:PORT",
                        help="a live cluster (a broker, or the rackguard proxy)")
     where.add_argument("--snapshot", metavar="FILE", type=Path,
-                       help="a ledger snapshot file (snapshots-*.jsonl): its latest snapshot")
+                       help="a ledger snapshot file (snapshots-*.parquet): its latest state")
     where.add_argument("--brokers", metavar="ID=RACK[,ID=RACK...]",
                        help="offline: the brokers and their racks (ID= for no rack)")
     where.add_argument("--assignment", metavar="FILE", type=Path,

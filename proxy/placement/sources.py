@@ -7,9 +7,9 @@ the file or flag and what is wrong.
 * ``--brokers 1=rack-a,2=rack-b,3=``: broker id -> rack (``ID=``: no rack);
 * an assignment file: the JSON kafka-reassign-partitions reads and writes
   (``{"version":1,"partitions":[{"topic","partition","replicas"}]}``);
-* a ledger snapshot file (``snapshots-*.jsonl``): the latest snapshot in it
-  (brokers with their racks, partitions with replicas and leader, and the
-  ``required_racks`` the proxy applied to each topic).
+* a ledger snapshot file (``snapshots-*.parquet``, or the open ``.arrows``): the
+  latest state in it (brokers with their racks, partitions with replicas and
+  leader, and the ``required_racks`` the proxy's rule gives each topic).
 """
 
 from __future__ import annotations
@@ -95,40 +95,60 @@ def read_assignment(path: Path) -> dict[str, dict[int, PartitionReplicas]]:
 
 
 def read_snapshot(path: Path) -> ClusterInputs:
-    """The latest snapshot (greatest timestamp) in a ledger snapshot file."""
-    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    stamps: dict[tuple[str, int], float] = {}
+    """The latest state in a ledger snapshot file (Parquet, or the open Arrow stream):
+    of the latest run in it, each topic's latest row, the latest brokers and rule."""
+    from proxy.ledger.files import read_stream  # pyarrow: only when this command runs
+
     try:
-        with path.open() as lines:
-            for number, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    key = (str(row["instance"]), int(row["snapshot"]))
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                    raise SourceError(f"{path}:{number}: not a snapshot line") from None
-                groups.setdefault(key, []).append(row)
-                stamps[key] = max(stamps.get(key, 0.0), float(row.get("ts", 0.0)))
-    except OSError as exc:
-        raise SourceError(f"{path}: {exc}") from None
-    if not groups:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(str(path))
+        else:
+            table = read_stream(path)
+    except (OSError, ValueError) as exc:
+        raise SourceError(f"{path}: not a ledger snapshot file ({exc})") from None
+    if table is None or "kind" not in table.column_names:
+        raise SourceError(f"{path}: not a ledger snapshot file")
+    rows = table.to_pylist()
+    if not rows:
         raise SourceError(f"{path}: no snapshot in the file")
-    latest = max(groups, key=lambda k: (stamps[k], k[1]))
-    return snapshot_inputs(groups[latest])
+    return snapshot_inputs(rows)
 
 
 def snapshot_inputs(rows: Iterable[Mapping[str, Any]]) -> ClusterInputs:
+    """The latest state of the latest (instance, run) among ledger snapshot rows."""
+    rows = list(rows)
+    latest_run = max(((r["ts"], r["instance"], r["run"]) for r in rows), default=None)
+    if latest_run is None:
+        return ClusterInputs({}, {})
+    mine = sorted((r for r in rows if (r["instance"], r["run"]) == latest_run[1:]),
+                  key=lambda r: r["seq"])
     racks: dict[int, str | None] = {}
     topics: dict[str, dict[int, PartitionReplicas]] = {}
+    rule: Mapping[str, Any] | None = None
+    for row in mine:
+        kind = row["kind"]
+        if kind == "brokers":
+            racks = {n: (r or None) for n, r, live in zip(
+                row["nodes"], row["racks"], row["live"], strict=True) if live}
+        elif kind == "topic":
+            topics[row["topic"]] = {
+                p: PartitionReplicas(tuple(reps), leader) for p, reps, leader in zip(
+                    row["partitions"], row["replicas"], row["leaders"], strict=True)}
+        elif kind == "gone":
+            topics.pop(row["topic"], None)
+        elif kind == "rule":
+            rule = row
     required: dict[str, int] = {}
-    for row in rows:
-        if row.get("kind") == "broker" and row.get("live", True):
-            racks[int(row["node_id"])] = row.get("rack")
-        elif row.get("kind") == "partition":
-            name = str(row["topic"])
-            topics.setdefault(name, {})[int(row["partition"])] = PartitionReplicas(
-                tuple(row["replicas"]), int(row.get("leader", -1)))
-            if row.get("required_racks") is not None:
-                required[name] = int(row["required_racks"])
+    if rule is not None:
+        exact = dict(zip(rule["rule_topics"] or [], rule["rule_topic_racks"] or [], strict=True))
+        prefixes = list(zip(rule["rule_prefixes"] or [], rule["rule_prefix_racks"] or [],
+                            strict=True))
+        for name in topics:
+            value = exact.get(name)
+            if value is None:
+                value = next((v for p, v in prefixes if name.startswith(p)),
+                             rule["default_min_racks"])
+            required[name] = int(value)
     return ClusterInputs(racks, topics, required)

@@ -48,7 +48,27 @@ class OpsFields(BaseModel):
     ledger_snapshot_interval_ms: int = Field(
         default=30_000,
         ge=100,
-        description="Interval of the cluster snapshots written to ledger_dir",
+        description="Interval of the ledger's ticks (the proxy was up, on this view); the "
+        "view itself is written when it changes",
+    )
+    ledger_flush_interval_ms: int = Field(
+        default=200,
+        ge=10,
+        le=60_000,
+        description="The ledger's writer appends what is queued this often: a crash loses "
+        "at most this interval's rows",
+    )
+    ledger_max_bytes: int | None = Field(
+        default=1024 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="The oldest closed ledger files are deleted while this instance's files "
+        "exceed this size, in bytes (unset: no bound)",
+    )
+    ledger_max_age_seconds: int | None = Field(
+        default=7 * 24 * 3600,
+        ge=60,
+        description="Closed ledger files older than this are deleted, in seconds (unset: "
+        "kept)",
     )
     instance_id: str | None = Field(
         default=None,

@@ -1,8 +1,9 @@
 """A ledger a person would recognise: ten minutes of two topics through a lost zone.
 
 Brokers 1-6 in rack-a, rack-b, rack-c (two each); one proxy instance writing
-schema 2 lines and a snapshot every 10 s. ``orders`` (6 partitions, enforced
-with min.insync.racks=2) and ``drill`` (3 partitions, not enforced). From
+schema 3 files: a record per request naming its view (1 before the outage, 2
+during, 3 after), the three views, the rule and a tick every 10 s. ``orders``
+(6 partitions, enforced with min.insync.racks=2) and ``drill`` (3 partitions, not enforced). From
 minute 4 to minute 5 rack-b and rack-c drop out of every ISR: the proxy
 refuses orders' writes with NOT_ENOUGH_RACKS, while drill's writes are
 acknowledged on rack-a alone, and then rack-a is lost with them: the topic
@@ -17,6 +18,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+from tests.pipeline.ledger_writer import request_row, rule_row, write_tables
 
 T0 = 1_763_944_200.0  # 2025-11-24 00:30:00 UTC
 RACK = {1: "rack-a", 2: "rack-b", 3: "rack-c", 4: "rack-a", 5: "rack-b", 6: "rack-c"}
@@ -26,9 +30,28 @@ STEP_S = 0.5
 RECORDS = 5
 BYTES = 700
 
-LINE_FIELDS = ("topic", "partition", "leader", "isr", "isr_racks", "required_racks", "min_isr",
-               "decision", "reason", "wire_error", "broker_error", "base_offset", "records",
-               "bytes", "metadata_age_ms")
+INSTANCE, RUN = "px-1", 7
+
+
+def _view(t: float) -> int:
+    return 1 if t < OUTAGE[0] else 2 if t < OUTAGE[1] else 3
+
+
+def _views() -> list[dict[str, Any]]:
+    """The brokers, the rule, and each topic in each of the three views."""
+    rows: list[dict[str, Any]] = [
+        {"kind": "brokers", "ts": T0, "instance": INSTANCE, "run": RUN, "seq": 1,
+         "nodes": list(RACK), "racks": list(RACK.values()), "live": [True] * len(RACK)},
+        {**rule_row(INSTANCE, RUN, T0, default=1, topics={"orders": 2})}]
+    for seq, at in ((1, T0), (2, OUTAGE[0]), (3, OUTAGE[1])):
+        for topic, count in TOPICS.items():
+            rows.append({
+                "kind": "topic", "ts": at, "instance": INSTANCE, "run": RUN, "seq": seq,
+                "topic": topic, "min_isr": 2, "partitions": list(range(count)),
+                "leaders": [_isr(p, at)[0] for p in range(count)],
+                "replicas": [_replicas(p) for p in range(count)],
+                "isr": [_isr(p, at) for p in range(count)]})
+    return rows
 
 
 def _replicas(p: int) -> list[int]:
@@ -46,7 +69,7 @@ def write(directory: Path) -> dict[str, int]:
     """Writes the ledger under ``directory``; returns the figures the reports must show."""
     directory.mkdir(parents=True, exist_ok=True)
     offsets = {(t, p): 0 for t, n in TOPICS.items() for p in range(n)}
-    lines: list[str] = []
+    requests: list[dict[str, Any]] = []
     lost: list[tuple[str, int, int]] = []
     kept: list[tuple[str, int, int]] = []
     req = 0
@@ -55,20 +78,21 @@ def write(directory: Path) -> dict[str, int]:
     while t < T0 + 600:
         for topic, count in TOPICS.items():
             req += 1
-            parts = []
+            parts: list[dict[str, Any]] = []
             for p in range(count):
                 isr = _isr(p, t)
                 racks = sorted({RACK[n] for n in isr})
                 required = 2 if topic == "orders" else 1
+                part = {"topic": topic, "partition": p, "records": RECORDS, "bytes": BYTES}
                 if len(racks) < required:
-                    parts.append([topic, p, isr[0], isr, racks, required, 2, "rejected",
-                                  "NOT_ENOUGH_RACKS", 19, None, None, RECORDS, BYTES, 120.0])
+                    parts.append({**part, "decision": "rejected", "reason": "NOT_ENOUGH_RACKS",
+                                  "wire_error": 19})
                     figures["refused"] += 1
                     continue
                 base = offsets[(topic, p)]
                 offsets[(topic, p)] += RECORDS
-                parts.append([topic, p, isr[0], isr, racks, required, 2, "forwarded", "", 0, 0,
-                              base, RECORDS, BYTES, 120.0])
+                parts.append({**part, "decision": "forwarded", "wire_error": 0,
+                              "base_offset": base})
                 figures["acked_records"] += RECORDS
                 if len(racks) < 2:
                     figures["under_records"] += RECORDS
@@ -77,29 +101,17 @@ def write(directory: Path) -> dict[str, int]:
                     (lost if gone else kept).append((topic, p, o))
                 if topic == "drill" and p == 0 and len(racks) < 2:
                     figures["lost_records"] += RECORDS
-            lines.append(json.dumps({"v": 2, "kind": "produce", "instance": "px-1", "ts": t,
-                                     "req": req, "client_id": f"{topic}-app",
-                                     "client_addr": "10.0.0.5:40112", "latency_ms": 2.5,
-                                     "partitions": parts}))
+            requests.append(request_row(INSTANCE, RUN, req, t, _view(t), parts,
+                                        client_id=f"{topic}-app",
+                                        client_addr="10.0.0.5:40112", latency_ms=2.5))
         t += STEP_S
-    (directory / "decisions-px-1-1.jsonl").write_text("\n".join(lines) + "\n")
-    snaps = []
+    snaps = _views()
     s = T0
-    n = 0
     while s < T0 + 600:
-        n += 1
-        for topic, count in TOPICS.items():
-            for p in range(count):
-                isr = _isr(p, s)
-                reps = _replicas(p)
-                snaps.append(json.dumps({
-                    "v": 1, "kind": "partition", "ts": s, "instance": "px-1", "snapshot": n,
-                    "interval_s": 10.0, "topic": topic, "partition": p, "leader": isr[0],
-                    "replicas": reps, "replica_racks": sorted({RACK[r] for r in reps}),
-                    "isr": isr, "isr_racks": sorted({RACK[r] for r in isr}), "min_isr": 2,
-                    "required_racks": 2 if topic == "orders" else 1, "metadata_age_ms": 80.0}))
+        snaps.append({"kind": "tick", "ts": s, "instance": INSTANCE, "run": RUN,
+                      "seq": _view(s), "rule_seq": 1, "interval_s": 10.0})
         s += 10
-    (directory / "snapshots-px-1-1.jsonl").write_text("\n".join(snaps) + "\n")
+    write_tables(directory, "px-1-1", requests, snaps)
     dump = [{"topic": tp, "partition": p, "offset": o, "timestamp": 0, "key_hash": None}
             for tp, p, o in kept]
     (directory.parent / "offsets.jsonl").write_text(

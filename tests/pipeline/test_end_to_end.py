@@ -6,7 +6,13 @@ whatif and audit-loss reports, whose figures must equal what the clients
 were told: every acknowledged write counted once with its bytes, every
 rejection counted with its reason, all acknowledged bytes on an ISR of >= 2
 racks (the proxy enforced it), time under 2 racks seen in the snapshots
-during the outage, and no acknowledged offset missing from the topic.
+during the outage, and every acknowledged offset counted by the loss audit.
+
+What this does not show: that no acknowledged record is lost. The simulator
+keeps one log per partition shared by all its brokers, so loss is impossible
+here by construction; tests/system/test_loss_audit_real_kafka.py shows it on
+real Kafka. The audit's figures are checked here only against each other (the
+report over a dump and the one-command audit agree).
 """
 
 from __future__ import annotations
@@ -166,14 +172,12 @@ async def test_reports_over_a_real_ledger_through_a_rack_outage(
     assert w["3"]["would_reject_bytes"] == sum(b for _, _, b, r in acked if r < 3)
 
     a = audit_loss(spark, ledger, str(dump)).summary
-    assert a["acked_offsets"] == RECORDS * len(acked)
-    assert a["missing_offsets"] == 0
-    assert a["unverifiable_acked_writes"] == 0
-    # rackguard audit: the same answer in one command, with its own dump
+    assert a["acked_offsets"] == RECORDS * len(acked)  # every acknowledged offset, once
+    assert a["unverifiable_acked_writes"] == 0  # each carries its base offset
+    # rackguard audit: the same figures in one command, with its own dump (whether any
+    # offset is missing is the simulator's property, not the proxy's: not asserted here)
     assert audited == 0
     summary = json.loads((tmp_path / "audit" / "summary.json").read_text())
-    assert (summary["acked_offsets"], summary["missing_offsets"]) == (RECORDS * len(acked), 0)
-    assert summary["verdict"]["findings"] == [
-        f"Every acknowledged record ({RECORDS * len(acked)} offsets on orders) is in the "
-        "cluster: none was lost."]
+    assert (summary["acked_offsets"], summary["missing_offsets"]) == (
+        a["acked_offsets"], a["missing_offsets"])
     assert (tmp_path / "audit" / "offsets.parquet").exists()

@@ -1,22 +1,18 @@
 """The four reports on a small hand-written ledger whose answers are worked out below.
 
 Invariants under test: figures per topic and hour and overall match hand
-computation, whether the decisions are written as schema v1 lines (one per
-partition) or v2 lines (one per request); rows of two proxy instances with
-the same request numbers are two requests, not one; malformed lines (not
-JSON, wrong type, missing field, unknown decision, torn snapshot line) are
-counted, never silently dropped, and kept out of every figure; an empty
+computation (the same figures as when the ledger was JSON lines: each row now
+joined by sequence number to the view it was decided on); rows of two proxy
+instances with the same request numbers are two requests, not one; an empty
 ledger gives zeros, not an error; the written outputs (tables, summary.json,
 report.html with an SVG chart) exist.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,9 +22,10 @@ import pytest
 
 from pipeline.dump_offsets import write_rows
 from pipeline.jobs import run
-from pipeline.ledger_io import PARTITION_FIELDS, read_ledger
+from pipeline.ledger_io import read_ledger
 from pipeline.reports import audit_loss, durability, placement, whatif
 from pipeline.session import missing_requirement
+from tests.pipeline.ledger_writer import write_ledger as write_files
 
 pytestmark = pytest.mark.spark
 
@@ -40,7 +37,7 @@ H1 = str(int(T) + 3600)
 def prod(inst: str, req: int, ts: float, topic: str, part: int, racks: list[str],
          decision: str, wire: int | None, nbytes: int, records: int = 1,
          base: int | None = None, reason: str = "") -> dict[str, Any]:
-    return {"v": 1, "kind": "produce", "ts": ts, "instance": inst, "req": req,
+    return {"ts": ts, "instance": inst, "req": req,
             "client_id": "c", "client_addr": "127.0.0.1:1", "topic": topic, "partition": part,
             "leader": 1, "isr": list(range(1, len(racks) + 1)), "isr_racks": racks,
             "required_racks": 2, "min_isr": 2, "decision": decision, "reason": reason,
@@ -72,12 +69,6 @@ PROXY_B = [
     prod("B", 2, T + 40, "audit", 0, AB, "forwarded", 6, 10, 1, -1),
     prod("B", 3, T + 50, "orders", 0, [], "rejected", 19, 5, reason=STALE),
 ]
-BAD_DECISIONS = [
-    "this is not json",
-    json.dumps({**PROXY_A[0], "ts": "yesterday"}),
-    json.dumps({k: v for k, v in PROXY_A[0].items() if k != "topic"}),
-    json.dumps({**PROXY_A[0], "decision": "bogus"}),
-]
 SNAPSHOTS = [
     snap("A", T + 0, "orders", 0, AB, ABC), snap("A", T + 10, "orders", 0, A, ABC),
     snap("B", T + 15, "orders", 0, A, ABC), snap("A", T + 20, "orders", 0, A, ABC),
@@ -85,50 +76,21 @@ SNAPSHOTS = [
     snap("A", T + 0, "orders", 1, A, A), snap("A", T + 100, "orders", 1, A, A),
     snap("B", T + 0, "audit", 0, A, A), snap("B", T + 50, "audit", 0, AB, AB),
     snap("B", T + 60, "audit", 0, A, A),
-    {"v": 1, "kind": "broker", "ts": T, "instance": "A", "snapshot": 1, "interval_s": 10.0,
-     "node_id": 1, "rack": "a", "live": True},
 ]
-BAD_SNAPSHOTS = ['{"kind":"partition","ts":1}', '{"kind":"partition","ts":16999']
 
 
-LINE_FIELDS = ("instance", "ts", "req", "client_id", "client_addr", "latency_ms")
-Encoder = Callable[[list[dict[str, Any]]], str]
-
-
-def v1_lines(rows: list[dict[str, Any]]) -> str:
-    return "".join(json.dumps(r) + "\n" for r in rows)
-
-
-def v2_lines(rows: list[dict[str, Any]]) -> str:
-    """Schema v2: consecutive rows of one request (same line fields) share a line."""
-    lines = []
-    for key, group in itertools.groupby(rows, lambda r: tuple(r[f] for f in LINE_FIELDS)):
-        parts = list(group)
-        assert all(set(r) == {"v", "kind", *LINE_FIELDS, *PARTITION_FIELDS} for r in parts)
-        lines.append(json.dumps({"v": 2, "kind": "produce",
-                                 **dict(zip(LINE_FIELDS, key, strict=True)),
-                                 "partitions": [[r[f] for f in PARTITION_FIELDS] for r in parts]}))
-    return "".join(line + "\n" for line in lines)
-
-
-def write_ledger(d: Path, encode: Encoder = v1_lines) -> Path:
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "decisions-A-1.jsonl").write_text(
-        encode(PROXY_A) + "\n" + BAD_DECISIONS[0] + "\n")
-    sub = d / "proxy-b"  # files of another instance, in a subdirectory
-    sub.mkdir()
-    (sub / "decisions-B-1.jsonl").write_text(
-        encode(PROXY_B) + "".join(line + "\n" for line in BAD_DECISIONS[1:]))
-    (d / "snapshots-A-1.jsonl").write_text(
-        "".join(json.dumps(r) + "\n" for r in SNAPSHOTS) + "\n".join(BAD_SNAPSHOTS))
+def write_ledger(d: Path) -> Path:
+    """Proxy A's files in ``d``, proxy B's in a subdirectory, and a file that is no ledger."""
+    write_files(d, PROXY_A, [r for r in SNAPSHOTS if r["instance"] == "A"], name="A-1")
+    write_files(d / "proxy-b", PROXY_B, [r for r in SNAPSHOTS if r["instance"] == "B"],
+                name="B-1")
     (d / "unrelated.txt").write_text("ignored")
     return d
 
 
-@pytest.fixture(scope="module", params=[v1_lines, v2_lines], ids=["v1", "v2"])
-def ledger(spark: Any, tmp_path_factory: pytest.TempPathFactory,
-           request: pytest.FixtureRequest) -> Any:
-    return read_ledger(spark, [write_ledger(tmp_path_factory.mktemp("ledger"), request.param)])
+@pytest.fixture(scope="module")
+def ledger(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return read_ledger(spark, [write_ledger(tmp_path_factory.mktemp("ledger"))])
 
 
 def svg_ids(svg: str) -> set[str]:
@@ -152,8 +114,8 @@ def by_key(df: Any, *keys: str) -> dict[Any, dict[str, Any]]:
 def test_durability(spark: Any, ledger: Any) -> None:
     rep = durability(spark, ledger, 2)
     s = rep.summary
-    assert (s["malformed_decision_rows"], s["malformed_snapshot_rows"]) == (4, 2)
-    assert "this is not json" in s["malformed_samples"]
+    assert (s["malformed_decision_rows"], s["malformed_snapshot_rows"]) == (0, 0)
+    assert (s["decision_files"], s["snapshot_files"]) == (2, 2)
     assert s["instances"] == ["A", "B"]
     assert (s["produce_requests"], s["partition_writes"], s["acked_writes"]) == (6, 7, 4)
     assert (s["acked_bytes"], s["acked_bytes_ge_n"], s["acked_records"]) == (380, 300, 7)
@@ -226,7 +188,7 @@ def test_whatif(spark: Any, ledger: Any) -> None:
     hours = by_key(rep.tables["by_topic_hour"], "min_racks", "topic", "hour")
     assert hours[("2", "orders", H0)]["would_reject_bytes"] == 80
     assert hours[("2", "orders", H1)]["would_reject_bytes"] == 0
-    assert rep.summary["malformed_decision_rows"] == 4
+    assert rep.summary["malformed_decision_rows"] == 0
     assert rep.verdict.findings == (
         "min.insync.racks=2 would have refused 2 of 4 acknowledged writes (21 % of bytes: "
         "80 B, 2 records), on orders.",
@@ -315,7 +277,7 @@ def test_command_writes_tables_summary_and_html(
     captured = capsys.readouterr()
     printed = captured.out
     assert "Share of acknowledged bytes on >= N racks: 79 %" in printed
-    assert "WARNING: 6 malformed ledger row(s) excluded" in printed
+    assert "WARNING" not in printed
     last = printed.rstrip("\n").splitlines()
     assert last[-1] == f"Report: {out / 'report.html'}"
     verdict_at = last.index("Verdict:")
@@ -328,7 +290,7 @@ def test_command_writes_tables_summary_and_html(
     page = (out / "report.html").read_text()
     assert page.index("id='verdict'") < page.index("<svg") < page.index("Key figures")
     body = re.sub(r"<code>.*?</code>", "", strip_svg(page).split("</head>")[1])
-    assert "6 malformed" in body and "acked_bytes_ge_n" not in body and "{" not in body
+    assert "malformed" not in body and "acked_bytes_ge_n" not in body and "{" not in body
     assert "Acknowledged bytes on &gt;= N racks" in page and "380 B" in page
     assert page.count("<h2>") == 6  # what to do, key figures, 4 tables (not "overall")
     assert {p.name for p in (out / "charts").iterdir()} == {"coverage.svg",

@@ -204,3 +204,61 @@ def test_progress_says_each_step_and_sparks_running_stage() -> None:
     lines = out.getvalue().splitlines()
     assert lines[0] == "rackguard report: [   1.0 s] reading the ledger ..."
     assert any(line.endswith("reading the ledger: Spark stage 7, 3/8 tasks") for line in lines)
+
+
+def _under(*sets: tuple[tuple[str, ...], int]) -> verdicts.DurabilityFacts:
+    return verdicts.DurabilityFacts(
+        min_racks=2, acked_bytes=1000, acked_records=10, acked_writes=10, topics=1,
+        under_bytes=100, under_records=sum(n for _, n in sets), under_topics=("t",),
+        under_first_ts=T, under_last_ts=T,
+        under_rack_sets=tuple(verdicts.RackSet(r, n, 10 * n) for r, n in sets),
+        rejections={}, observed_would_reject=0, seconds_under=0.0)
+
+
+@pytest.mark.parametrize(("sets", "sentences"), [
+    # brokers without a rack: the rack named, never a hole
+    ([((("",), 3))], ["If the brokers without a rack had been lost in that window they were "
+                      "gone."]),
+    # one rack
+    ([(("rack-a",), 3)], ["If rack-a had been lost in that window they were gone."]),
+    # many single racks, one of them the rackless brokers
+    ([(("rack-a",), 2), (("",), 1)], [
+        "Each depended on a single rack (rack-a only: 2 records, the brokers without a rack "
+        "only: 1 record): losing that rack in that window would have lost them."]),
+    # no known rack at all (an ISR of brokers the proxy never saw)
+    ([((), 4)], ["4 records were acknowledged while no in-sync replica was on a broker the "
+                 "proxy knew the rack of: nothing shows where they were."]),
+    # one rack, and records with no known rack
+    ([(("rack-b",), 1), ((), 2)], [
+        "Each depended on a single rack (rack-b only: 1 record): losing that rack in that "
+        "window would have lost them.",
+        "2 records were acknowledged while no in-sync replica was on a broker the proxy knew "
+        "the rack of: nothing shows where they were."]),
+])
+def test_every_durability_sentence_names_its_racks(
+        sets: list[tuple[tuple[str, ...], int]], sentences: list[str]) -> None:
+    v = verdicts.durability(_under(*sets))
+    assert list(v.findings[1:]) == sentences
+    for line in v.findings:
+        assert "  " not in line and "()" not in line and '""' not in line
+
+
+@pytest.mark.parametrize(("racks", "phrase"), [
+    ((("",),), "the brokers without a rack only"),
+    ((("rack-a",),), "rack-a only"),
+    ((("", "rack-a", "rack-b"),), "the brokers without a rack, rack-a and rack-b"),
+    (((), ("rack-a",)), "no known rack (an empty ISR) or rack-a only"),
+])
+def test_loss_ranges_name_their_racks(racks: tuple[tuple[str, ...], ...], phrase: str) -> None:
+    facts = verdicts.LossFacts(
+        topics=("t",), acked_offsets=10, missing_offsets=2, unverifiable=0,
+        ranges=(verdicts.MissingRange("t", 0, 5, 6, 2, T, T, racks),))
+    v = verdicts.audit_loss(facts)
+    assert v.findings[0].endswith(f"while the ISR spanned {phrase}.")
+    assert "  " not in v.findings[0]
+
+
+@pytest.mark.parametrize(("racks", "cell"), [
+    ((), ""), (("",), "no rack"), (("rack-a",), "rack-a"), (("", "rack-a"), "no rack, rack-a")])
+def test_placement_names_rackless_replicas(racks: tuple[str, ...], cell: str) -> None:
+    assert verdicts.racks_list(racks) == cell

@@ -168,12 +168,8 @@ def test_dockerfile() -> None:
         assert not any(line.startswith(f"!{left_out}") for line in allowed), left_out
     assert "proxy/tools/demo.py" in allowed, "the demo (on the simulator) would be let in"
     assert "!pyproject.toml" in allowed and "!README.md" in allowed
-    if (ROOT / "setup.py").exists():
-        assert "!setup.py" in allowed, "the image would lack setup.py"
     assert "find_spec('proxy.tools.demo')" in text, "the image must check the demo is out"
-    if (ROOT / "proxy" / "ledger" / "_ledger_native.c").exists():
-        assert "import proxy.ledger._ledger_native" in text, (
-            "the image must check the encoder built")
+    assert "gcc" not in text, "the image needs no compiler"
 
 
 def test_prometheus_scrapes_rackguard(services: dict[str, dict[str, Any]]) -> None:

@@ -47,24 +47,43 @@ def test_assignment_file(tmp_path: Path) -> None:
         read_assignment(path)
 
 
-def test_snapshot_file_gives_its_latest_snapshot(tmp_path: Path) -> None:
-    def line(seq: int, ts: float, **row: object) -> str:
-        return json.dumps({"v": 1, "ts": ts, "instance": "i", "snapshot": seq, **row}) + "\n"
+def test_snapshot_file_gives_its_latest_state(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    path = tmp_path / "snapshots-1.jsonl"
-    path.write_text(
-        line(1, 10.0, kind="broker", node_id=1, rack="a", live=True)
-        + line(1, 10.0, kind="partition", topic="t", partition=0, leader=1, replicas=[1],
-               required_racks=2)
-        + line(2, 20.0, kind="broker", node_id=1, rack="a", live=True)
-        + line(2, 20.0, kind="broker", node_id=2, rack="b", live=True)
-        + line(2, 20.0, kind="broker", node_id=3, rack="c", live=False)
-        + line(2, 20.0, kind="partition", topic="t", partition=0, leader=2, replicas=[2, 1],
-               required_racks=3))
+    from proxy.ledger.tables import SNAPSHOT_SCHEMA
+
+    def row(run: int, seq: int, ts: float, **fields: object) -> dict[str, object]:
+        return {"instance": "i", "run": run, "seq": seq, "ts": ts, **fields}
+
+    def topic(run: int, seq: int, leader: int, replicas: list[int]) -> dict[str, object]:
+        return row(run, seq, 10.0 * seq, kind="topic", topic="t", partitions=[0],
+                   leaders=[leader], replicas=[replicas], isr=[replicas])
+
+    rule = {"rule_topics": ["t"], "rule_topic_racks": [3], "rule_prefixes": [],
+            "rule_prefix_racks": []}
+    rows = [
+        row(1, 1, 1.0, kind="brokers", nodes=[9], racks=["z"], live=[True]),  # an older run
+        row(2, 1, 10.0, kind="brokers", nodes=[1], racks=["a"], live=[True]),
+        row(2, 1, 10.0, kind="rule", default_min_racks=2, **rule),
+        topic(2, 1, 1, [1]),
+        row(2, 1, 10.0, kind="topic", topic="gone", partitions=[0], leaders=[1],
+            replicas=[[1]], isr=[[1]]),
+        row(2, 2, 20.0, kind="brokers", nodes=[1, 2, 3], racks=["a", "b", "c"],
+            live=[True, True, False]),
+        topic(2, 2, 2, [2, 1]),
+        row(2, 2, 20.0, kind="gone", topic="gone"),
+        row(2, 2, 20.0, kind="tick", rule_seq=1, interval_s=30.0),
+    ]
+    path = tmp_path / "snapshots-i-1.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=SNAPSHOT_SCHEMA), str(path))
     inputs = read_snapshot(path)
     assert inputs.racks == {1: "a", 2: "b"}
     assert inputs.topics == {"t": {0: P((2, 1), 2)}}
     assert inputs.required == {"t": 3}
+    (tmp_path / "x.parquet").write_bytes(b"not parquet")
+    with pytest.raises(SourceError, match="not a ledger snapshot file"):
+        read_snapshot(tmp_path / "x.parquet")
 
 
 def test_log_dir_sizes_take_the_largest_replica() -> None:

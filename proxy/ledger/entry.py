@@ -1,0 +1,147 @@
+"""What the event loop records per rack-checked produce: one small :class:`Entry`.
+
+Per request, not per partition: the time, the request's number, the client, the
+sequence numbers of the view and the rule it was decided on, the topic names once,
+and per partition four integers in one flat list (topic number, partition,
+records, bytes); the decision only for partitions that did not simply pass. Nothing
+the view already holds is copied: the writer thread writes the view and the rule
+when they change (:mod:`proxy.ledger.versions`), and the pipeline joins the two by
+sequence number. The broker's answer is kept as its bytes (one copy) and read on
+the writer thread (:func:`protocol.produce_results.produce_results`).
+
+Invariants: an entry holds no reference to the request, its frame or the view
+(only ints, strings and bytes: nothing the garbage collector tracks for long);
+:class:`AnswerHook` calls the wrapped transform whatever the ledger does, so a
+ledger failure never reaches the client's connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from protocol.primitives import Buffer, ProtocolError
+from protocol.produce import ProduceRequest, record_count
+from proxy.cluster.view import ClusterView
+from proxy.enforce.policy import NOT_ENOUGH_REPLICAS, Decision, Verdict
+from proxy.ledger.schema import FORWARDED, OBSERVED, REJECTED
+from proxy.relay.response_queue import ResponseTransform
+
+FIELDS_PER_PARTITION = 4  # topic number, partition, records, bytes
+NotPassed = tuple[int, str, str, int | None]
+"""(position among the request's partitions, decision, reason, the proxy's error code)."""
+
+
+class Entry:
+    """One recorded request. ``answer`` and ``latency_ms`` are set when the broker answers
+    (left None when the proxy answered every partition itself)."""
+
+    __slots__ = ("wall", "req", "client_id", "peer", "api_version", "view_seq", "rule_seq",
+                 "topics", "topic_ids", "parts", "not_passed", "answer", "latency_ms")
+
+    def __init__(self, wall: float, req: int, client_id: str | None, peer: str,
+                 api_version: int, view_seq: int, rule_seq: int, topics: tuple[str, ...],
+                 topic_ids: tuple[bytes, ...] | None, parts: list[int],
+                 not_passed: list[NotPassed] | None) -> None:
+        self.wall = wall
+        self.req = req
+        self.client_id = client_id
+        self.peer = peer
+        self.api_version = api_version
+        self.view_seq = view_seq
+        self.rule_seq = rule_seq
+        self.topics = topics
+        self.topic_ids = topic_ids  # the request's keys, when it names topics by id (v13+)
+        self.parts = parts
+        self.not_passed = not_passed
+        self.answer: bytes | None = None
+        self.latency_ms: float | None = None
+
+    @property
+    def rows(self) -> int:
+        """Partition-writes recorded (the unit of the queue bound and the drop counter)."""
+        return len(self.parts) // FIELDS_PER_PARTITION
+
+    @property
+    def held_bytes(self) -> int:
+        return 8 * len(self.parts) + (len(self.answer) if self.answer is not None else 0) + 200
+
+
+def partitions_of(request: ProduceRequest, frame: Buffer, view: ClusterView
+                  ) -> tuple[tuple[str, ...], tuple[bytes, ...] | None, list[int]]:
+    """The request's topic names, its topic ids (v13+; else None) and its flat
+    per-partition integers (a list: appending to it costs a third of extending an array)."""
+    parts: list[int] = []
+    add = parts.append
+    names: list[str] = []
+    ids: list[bytes] | None = None
+    for number, topic in enumerate(request.topics):
+        name = topic.name
+        if name is None:  # v13+: by id
+            tid = topic.topic_id or b""
+            name = view.topic_ids.get(tid) or tid.hex()
+            ids = [] if ids is None else ids
+            ids.append(tid)
+        names.append(name)
+        for p in topic.partitions:
+            span = p.records
+            add(number)
+            add(p.index)
+            if span is None:
+                add(0)
+                add(0)
+                continue
+            try:
+                add(record_count(frame, span))
+            except ProtocolError:
+                add(-1)  # the broker judges the batch; the ledger does not
+            add(span[1] - span[0])
+    return tuple(names), tuple(ids) if ids is not None else None, parts
+
+
+def not_passed(decisions: Sequence[Decision], observe: bool, dedicated_code: int | None
+               ) -> list[NotPassed] | None:
+    """The decisions of partitions that did not simply pass (None when all did)."""
+    out: list[NotPassed] | None = None
+    passed = Verdict.PASS
+    for i, d in enumerate(decisions):
+        verdict = d.verdict
+        if verdict is passed:
+            continue
+        if out is None:
+            out = []
+        if verdict.rejects:
+            if observe:
+                out.append((i, OBSERVED, verdict.value, None))
+            else:
+                code = NOT_ENOUGH_REPLICAS
+                if verdict is Verdict.NOT_ENOUGH_RACKS and dedicated_code is not None:
+                    code = dedicated_code
+                out.append((i, REJECTED, verdict.value, code))
+        else:
+            out.append((i, FORWARDED, verdict.value, None))
+    return out
+
+
+class AnswerHook:
+    """The response transform of a recorded request that went upstream: it hands the
+    broker's answer to the ledger, then runs the wrapped transform, always (one object
+    per request, its own transform)."""
+
+    __slots__ = ("entry", "sent_at", "complete", "_transform")
+
+    def __init__(self, entry: Entry, sent_at: float,
+                 complete: Callable[[Entry, float, memoryview], None]) -> None:
+        self.entry = entry
+        self.sent_at = sent_at
+        self.complete = complete  # never raises (DecisionLedger.complete)
+        self._transform: ResponseTransform | None = None
+
+    def wrap(self, transform: ResponseTransform) -> ResponseTransform:
+        self._transform = transform
+        return self
+
+    def __call__(self, frame: memoryview, version: int) -> object:
+        self.complete(self.entry, self.sent_at, frame)
+        transform = self._transform
+        assert transform is not None
+        return transform(frame, version)
