@@ -24,6 +24,8 @@ from proxy.admin.service import AdminConfigs
 from proxy.cluster.poller import MetadataPoller, PollError
 from proxy.cluster.upstream_health import UpstreamHealth
 from proxy.cluster.view import ClusterView, ClusterViewStore
+from proxy.cluster.watch import WatchedTopics
+from proxy.cluster.watch_hooks import watch_hooks
 from proxy.enforce.enforcement import EnforcementSettings, RackEnforcer
 from proxy.enforce.metrics import EnforcementMetrics
 from proxy.enforce.policy import RackRule
@@ -137,9 +139,17 @@ class Rackguard:
             "rackguard_metadata_poll_duration_seconds",
             "How long the proxy's last successful metadata poll took, failovers and hedges "
             "included", registry=registry)
+        # The topics this proxy's clients use (view_scope "watched"), which the view and
+        # the poller are scoped to; None: the whole cluster. Other parts (the ledger's
+        # snapshots) read ``watched.names()``.
+        self.watched: WatchedTopics | None = None
+        if settings.view_scope == "watched":
+            self.watched = WatchedTopics(clock, settings.watch_idle_ms / 1000,
+                                         lambda topic_id: self.store.view.topic_ids.get(topic_id))
         self.poller = MetadataPoller(settings, self.store, self._learn_addresses,
                                      self.refresh_failures.inc, clock,
-                                     on_health=self._report_upstream_health)
+                                     on_health=self._report_upstream_health,
+                                     watched=self.watched)
         # The decision ledger (None unless ledger_dir is set): rows and snapshots are
         # written by its own thread, never on the event loop.
         self.ledger = ledger_from_settings(settings, registry, clock, lambda: self.store.view,
@@ -152,6 +162,7 @@ class Rackguard:
             EnforcementMetrics(registry, clock),
             clock,
             self.ledger,
+            self.watched,
         )
         self.server.set_produce_hook(self.enforcer)
         # min.insync.racks set through the Admin API (the config topic): the enforcer's
@@ -238,6 +249,16 @@ class Rackguard:
                  "filled into Fetch, JoinGroup and ConsumerGroupHeartbeat requests that name "
                  "none" if mode == "fill" else "fetch bytes counted by locality, nothing changed")
 
+    def _install_watch_hooks(self) -> None:
+        """Topics named by Metadata and admin requests join the watched set (after every
+        other hook is installed: the watch hook goes first in each API's chain)."""
+        if self.watched is None:
+            return
+        hooks = watch_hooks(self.watched, self.server.request_hook,
+                            self.server.rewriter.transforms())
+        for api_key, hook in hooks.items():
+            self.server.set_request_hook(api_key, hook)
+
     async def start(self) -> None:
         if self.settings.security_protocol in ("SSL", "SASL_SSL") and \
                 self.settings.ssl_skip_hostname_check:
@@ -245,6 +266,7 @@ class Rackguard:
                         "against their host names (only against ssl_cafile): anyone with a "
                         "certificate from that CA can pose as a broker")
         await self._install_rack_hints()
+        self._install_watch_hooks()
         try:
             await self.poller.poll_once()
         except PollError as exc:
@@ -277,9 +299,12 @@ class Rackguard:
                     + self.settings.admin_request_timeout_ms) / 1000
 
     def metrics_text(self) -> bytes:
-        """The /metrics body: the registry's counters, then rack coverage and placement."""
-        return (generate_latest(self.metrics.registry) + self.coverage.exposition()
-                + self.placement.exposition())
+        """The /metrics body: the registry's counters, then rack coverage, and placement
+        when the view is the whole cluster's (view_scope "cluster")."""
+        text = generate_latest(self.metrics.registry) + self.coverage.exposition()
+        if self.watched is None:
+            text += self.placement.exposition()
+        return text
 
     def readiness(self) -> Health:
         """Ready: the last metadata poll succeeded, the view is young enough and the config

@@ -1,7 +1,9 @@
 """The proxy's own connection to the cluster: a metadata and topic-config poller.
 
-Every ``metadata_refresh_interval_ms`` it asks one broker for Metadata on all
-topics: any broker of the current view, in the order :class:`UpstreamHealth`
+Every ``metadata_refresh_interval_ms`` it asks one broker for Metadata on the
+topics in scope, in one request: the watched set (:mod:`proxy.cluster.watch`,
+``view_scope = "watched"``, a sidecar's default) or every topic (``"cluster"``,
+given no watched set): any broker of the current view, in the order :class:`UpstreamHealth`
 gives (the bootstrap servers only for the first view and when every known
 broker failed). Each attempt has its own connect and request timeouts
 (``admin_connect_timeout_ms``, ``admin_request_timeout_ms``); a broker that
@@ -9,11 +11,18 @@ fails is backed off and the next one, in another rack first, is asked at
 once; one that has not answered within ``metadata_hedge_delay_ms`` is joined
 by a second attempt on another broker, and the first answer wins. So a rack
 that hangs costs a poll one hedge delay, not a timeout. Every
-``topic_config_refresh_interval_ms``
-(and whenever new topics appear) for each topic's ``min.insync.replicas``
-with DescribeConfigs. Results go into the :class:`ClusterViewStore`, through
-the :class:`ViewFeeder`. ``refresh_now`` wakes it at once and resolves after
-the next refresh ends.
+``topic_config_refresh_interval_ms`` it asks each topic's ``min.insync.replicas``
+in scope with DescribeConfigs (and, at once, that of topics new to the view only).
+One connection is kept open, to the broker that answered last: a sidecar holds
+one control connection to the cluster. Results go into the :class:`ClusterViewStore`, through
+the :class:`ViewFeeder`. ``refresh_now`` wakes it at once and resolves as soon as
+the next refresh's Metadata is in the view (a produce naming a topic the view lacks
+waits for that one round trip, not for the DescribeConfigs that follows).
+
+A refresh costs nothing when nothing changed: a Metadata answer (under 256 KiB, as
+a watched set's is) whose bytes after the throttle time equal the last one's is not
+decoded; the view is confirmed (a new :class:`ClusterView` sharing every map of the
+old one, with ``refreshed_at`` now) and nothing per topic or partition is built.
 
 Invariants: a failed poll keeps the last view (its age keeps growing, which
 is what makes the policy fail closed) and counts a failure; requests of its
@@ -58,6 +67,7 @@ from protocol.primitives import Buffer
 from proxy.cluster.feeder import Pause, ViewFeeder
 from proxy.cluster.upstream_health import Address, Candidate, UpstreamHealth
 from proxy.cluster.view import ClusterView, ClusterViewStore
+from proxy.cluster.watch import WatchedTopics
 from proxy.security.own_login import LoginFailed, login
 from proxy.security.settings_map import sasl_credentials, upstream_tls
 from proxy.security.tls import upstream_context
@@ -148,14 +158,17 @@ class MetadataPoller:
         clock: Callable[[], float],
         feeder: ViewFeeder | None = None,
         on_health: Callable[[UpstreamHealth], None] = lambda health: None,
+        watched: WatchedTopics | None = None,
     ) -> None:
         self._settings = settings
         self._store = store
-        self._feeder = feeder if feeder is not None else ViewFeeder(store)
+        self._feeder = feeder if feeder is not None else ViewFeeder(
+            store, watched.__contains__ if watched is not None else None)
         self._on_metadata = on_metadata
         self._count_failure = failures
         self._clock = clock
         self._on_health = on_health
+        self._watched = watched  # None: every topic of the cluster (view_scope "cluster")
         self.upstreams = UpstreamHealth(
             settings.upstream_addresses(), clock, settings.upstream_backoff_ms / 1000,
             settings.upstream_backoff_max_ms / 1000)
@@ -171,6 +184,13 @@ class MetadataPoller:
         self.last_poll_s = 0.0  # how long the last successful poll took, failovers included
         self._ask_key_only = True
         self._stopping = False
+        # The last Metadata answer's bytes after its throttle time, its brokers, and the
+        # view the poller itself installed last: an equal answer on that view is only
+        # confirmed (nothing decoded). See _unchanged_key.
+        self._last_answer: bytes | None = None
+        self._last_brokers: tuple[BrokerAddress, ...] = ()
+        self._last_view: ClusterView | None = None
+        self.unchanged_polls = 0  # polls answered with the same bytes (not decoded)
 
     # ----- public
     def start(self) -> None:
@@ -196,35 +216,56 @@ class MetadataPoller:
         self._wake.set()
         return waiter
 
-    async def poll_once(self) -> None:
+    @property
+    def watched(self) -> WatchedTopics | None:
+        """The watched set the poller is scoped to (None: the whole cluster)."""
+        return self._watched
+
+    async def poll_once(self, on_view: Callable[[], None] | None = None) -> None:
         """One refresh, failing over and hedging across brokers; raises PollError when no
-        broker answered (used at start-up and by the loop)."""
+        broker answered (used at start-up and by the loop). ``on_view`` is called once
+        the Metadata answer is in the view, before the DescribeConfigs step."""
         began = self._clock()
         try:
-            await self._poll()
+            await self._poll(on_view)
             self.last_poll_s = self._clock() - began
         finally:
             self._on_health(self.upstreams)
 
-    async def _poll(self) -> None:
+    async def _poll(self, on_view: Callable[[], None] | None) -> None:
         try:
             winner, conn, frame, version = await self._hedged_metadata()
-            brokers = await self._feeder.absorb(frame, version, full=True)
+            key = _unchanged_key(frame, version)
+            store = self._store
+            if (key is not None and key == self._last_answer
+                    and store.view is self._last_view):
+                store.confirm()  # the same answer: nothing to decode, merge or allocate
+                brokers = self._last_brokers
+                self.unchanged_polls += 1
+            else:
+                brokers = await self._feeder.absorb(frame, version, full=True)
+                self._last_answer, self._last_brokers = key, brokers
+            self._last_view = store.view
             del frame
+            if on_view is not None:
+                on_view()
             self._on_metadata(brokers)
             self.upstreams.learn(Candidate(b.node_id, b.host, b.port, b.rack)
-                                 for b in self._store.view.brokers.values())
+                                 for b in store.view.brokers.values())
             now = self._clock()
             due = now - self._configs_at >= self._settings.topic_config_refresh_interval_ms / 1000
-            view = self._store.view
-            topics = await self._feeder.run(
+            view = store.view
+            asked = await self._feeder.run(
                 partial(_topics_to_ask, view, self._known_topics, due),
                 large=len(view.topics) >= _MANY_TOPICS)
             del view
-            if topics is not None:
+            if asked is not None:
+                topics, known = asked
                 await self._topic_configs(winner, conn, topics)
-                self._configs_at = now
-                self._known_topics = topics
+                self._last_view = store.view
+                if due:
+                    self._configs_at = now
+                self._known_topics = known
             self.last_error = None
         except _ATTEMPT_ERRORS as exc:
             self.last_error = str(exc) or type(exc).__name__
@@ -238,14 +279,12 @@ class MetadataPoller:
             waiters, self._waiters = self._waiters, []
             ok = True
             try:
-                await self.poll_once()
+                await self.poll_once(partial(_resolve, waiters, True))
             except PollError as exc:
                 ok = False
                 self._count_failure()
                 log.warning("metadata refresh failed (keeping the last view): %s", exc)
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(ok)
+            _resolve(waiters, ok)
             if self._wake.is_set():
                 continue  # asked for during that poll, which may have started too early
             try:
@@ -354,6 +393,9 @@ class MetadataPoller:
         if version < 1:
             raise PollError("the broker does not support Metadata v1+")
         kwargs: dict[str, Any] = {"topics": None}
+        if self._watched is not None:
+            kwargs["topics"] = [MetadataRequest.MetadataRequestTopic(topic_id=None, name=name)
+                                for name in sorted(self._watched.names())]
         if version >= 4:
             kwargs["allow_auto_topic_creation"] = False
         request = MetadataRequest(version=version, **kwargs)
@@ -413,10 +455,39 @@ class MetadataPoller:
 
 
 def _topics_to_ask(view: ClusterView, known: frozenset[str], due: bool, pause: Pause
-                   ) -> frozenset[str] | None:
-    """The view's topics if their configs are due or some are new, else None."""
-    topics = frozenset(view.topics)
-    return topics if due or not topics <= known else None
+                   ) -> tuple[frozenset[str], frozenset[str]] | None:
+    """(topics to ask, topics known once asked): every topic of the view if their configs
+    are due, else those new to it; None when none is new (nothing built then). A topic
+    that left the view is forgotten: back in it, it is new again."""
+    if due:
+        topics = frozenset(view.topics)
+        return topics, topics
+    if view.topics.keys() <= known:
+        return None
+    new = frozenset(name for name in view.topics if name not in known)
+    return new, frozenset(name for name in known if name in view.topics) | new
+
+
+def _resolve(waiters: list[asyncio.Future[bool]], ok: bool) -> None:
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(ok)
+
+
+def _unchanged_key(frame: Buffer, version: int) -> bytes | None:
+    """What two Metadata answers must share to be the same: the bytes after the header
+    and the throttle time (None for an answer too large to copy on the loop, or with
+    tagged fields in its header)."""
+    if len(frame) >= _LARGE_RESPONSE:
+        return None
+    start = 8
+    if version >= 9:
+        if frame[start] != 0:
+            return None
+        start += 1
+    if version >= 3:
+        start += 4
+    return bytes(frame[start:])
 
 
 def _numbers(values: dict[str, int | str]) -> dict[str, int]:

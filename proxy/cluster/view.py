@@ -245,6 +245,16 @@ class ClusterViewStore:
         return ViewBuilder(self._rack, self._clock(), self._view if base is None else base,
                            full, pause)
 
+    def confirm(self) -> ClusterView:
+        """Install the current view confirmed now (a poll's answer equal to the last one):
+        ``refreshed_at`` is now, and every map, and the rack memo, is the old view's."""
+        old = self._view
+        new = ClusterView(old.brokers, old.racks, old.topics, old.topic_ids, self._clock(),
+                          old.cluster_id)
+        object.__setattr__(new, "_rack_memo", old._rack_memo)  # same racks, same answers
+        self._swap(old, new)
+        return new
+
     def apply_min_insync_replicas(self, values: Mapping[str, int]) -> ClusterView:
         """Set topics' min.insync.replicas and install the result (always a new view)."""
         old = self._view

@@ -8,7 +8,9 @@ walked (no record bytes copied), the pure policy decides per partition, and:
 - mixed: a rewritten request without the rejected partitions goes upstream
   and the broker's answer is merged with the synthetic errors.
 A request naming a partition the view does not know waits (bounded) for one
-metadata refresh, then is decided on whatever the view holds.
+metadata refresh, then is decided on whatever the view holds. With a watched set
+(``view_scope = "watched"``) every decided request's topics join it first, so that
+refresh asks for a topic seen for the first time: one Metadata round trip.
 With a decision ledger (proxy.ledger.recorder), every decision is also recorded, and
 the broker's answer to forwarded partitions is read for it; the ledger never
 changes an action.
@@ -37,6 +39,7 @@ from protocol.produce import (
     walk_produce_request,
 )
 from proxy.cluster.view import ClusterView, ClusterViewStore
+from proxy.cluster.watch import WatchedTopics
 from proxy.enforce.metrics import EnforcementMetrics
 from proxy.enforce.policy import (
     NOT_ENOUGH_REPLICAS,
@@ -74,8 +77,10 @@ class RackEnforcer:
         metrics: EnforcementMetrics,
         clock: Callable[[], float],
         ledger: DecisionLedger | None = None,
+        watched: WatchedTopics | None = None,
     ) -> None:
         self.settings = settings
+        self._watched = watched  # None: the view covers the whole cluster
         self._ledger = ledger  # None: off, and nothing below costs anything
         self._store = store
         self._refresh = refresh
@@ -107,6 +112,8 @@ class RackEnforcer:
             return Forward(frame, acks != 0, self._transform)
         header = parse_request_header(frame)
         request = walk_produce_request(frame, header)
+        if self._watched is not None:
+            self._watched.use([t.key for t in request.topics])
         now = self._clock()
         view = self._store.view
         decisions = decide_known(request, view, rule, now)
