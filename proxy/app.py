@@ -19,6 +19,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from protocol.addresses import BrokerAddress
+from protocol.apis import api_name
 from proxy.admin.rules import StaticValues
 from proxy.admin.service import AdminConfigs
 from proxy.cluster.poller import MetadataPoller, PollError
@@ -146,10 +147,21 @@ class Rackguard:
         if settings.view_scope == "watched":
             self.watched = WatchedTopics(clock, settings.watch_idle_ms / 1000,
                                          lambda topic_id: self.store.view.topic_ids.get(topic_id))
+        if self.watched is not None:
+            watched = self.watched
+            Gauge("rackguard_watched_topics",
+                  "Topics in the watched set the view and the polls are scoped to",
+                  registry=registry).set_function(lambda: len(watched))
+        own_bytes = Counter(
+            "rackguard_own_request_bytes",
+            "Bytes of the proxy's own requests to the cluster (metadata and config polls), "
+            "by API and direction (sent, received)", ["api", "direction"], registry=registry)
         self.poller = MetadataPoller(settings, self.store, self._learn_addresses,
                                      self.refresh_failures.inc, clock,
                                      on_health=self._report_upstream_health,
-                                     watched=self.watched)
+                                     watched=self.watched,
+                                     count_bytes=lambda api, direction, n: own_bytes.labels(
+                                         api_name(api), direction).inc(n))
         # The decision ledger (None unless ledger_dir is set): rows and snapshots are
         # written by its own thread, never on the event loop.
         self.ledger = ledger_from_settings(settings, registry, clock, lambda: self.store.view,

@@ -91,12 +91,21 @@ _ATTEMPT_ERRORS = (OSError, asyncio.IncompleteReadError, PollError, ValueError, 
 _SESSION_SHARE = 0.8
 
 
+ByteCount = Callable[[int, str, int], None]  # (api key, "sent" | "received", bytes)
+
+
+def _no_count(api_key: int, direction: str, size: int) -> None:
+    pass
+
+
 class _Conn:
     """One request/response connection (no pipelining needed here)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 count: ByteCount = _no_count) -> None:
         self.reader = reader
         self.writer = writer
+        self._count = count
         self.corr = 0
         self.versions: dict[int, tuple[int, int]] = {}
         self.expires_at = float("inf")  # the SASL session's end (KIP-368), if it has one
@@ -114,6 +123,8 @@ class _Conn:
     async def exchange(self, frame: bytes, corr: int, timeout: float) -> Buffer:
         """Send a request frame; return the response frame (size prefix included)."""
         self.writer.write(frame)
+        api_key = int.from_bytes(frame[4:6], "big")
+        self._count(api_key, "sent", len(frame))
         async with asyncio.timeout(timeout):
             head = await self.reader.readexactly(4)
             size = _I32.unpack(head)[0]
@@ -123,6 +134,7 @@ class _Conn:
                 out: Buffer = head + await self.reader.readexactly(size)
             else:
                 out = await self._read_large(head, 4 + size)
+        self._count(api_key, "received", len(out))
         got = _I32.unpack_from(out, 4)[0]
         if got != corr:
             raise PollError(f"correlation id {got} != {corr}")
@@ -159,6 +171,7 @@ class MetadataPoller:
         feeder: ViewFeeder | None = None,
         on_health: Callable[[UpstreamHealth], None] = lambda health: None,
         watched: WatchedTopics | None = None,
+        count_bytes: ByteCount = _no_count,
     ) -> None:
         self._settings = settings
         self._store = store
@@ -169,6 +182,7 @@ class MetadataPoller:
         self._clock = clock
         self._on_health = on_health
         self._watched = watched  # None: every topic of the cluster (view_scope "cluster")
+        self._count_bytes = count_bytes
         self.upstreams = UpstreamHealth(
             settings.upstream_addresses(), clock, settings.upstream_backoff_ms / 1000,
             settings.upstream_backoff_max_ms / 1000)
@@ -368,7 +382,7 @@ class MetadataPoller:
             reader, writer = await asyncio.open_connection(
                 c.host, c.port, ssl=self._ssl,
                 server_hostname=c.host if self._ssl is not None else None)
-        conn = _Conn(reader, writer)
+        conn = _Conn(reader, writer, self._count_bytes)
         self._conns[c.address] = conn
         frame = await conn.call(ApiVersionsRequest(version=0), self._request_timeout)
         error, entries = read_api_versions(frame, 0)
