@@ -269,9 +269,11 @@ class MetadataPoller:
             now = self._clock()
             due = now - self._configs_at >= self._settings.topic_config_refresh_interval_ms / 1000
             view = store.view
-            asked = await self._feeder.run(
-                partial(_topics_to_ask, view, self._known_topics, due),
-                large=len(view.topics) >= _MANY_TOPICS)
+            if len(view.topics) < _MANY_TOPICS:  # a watched set: no hop to the worker
+                asked = _topics_to_ask(view, self._known_topics, due, None)
+            else:
+                asked = await self._feeder.run(
+                    partial(_topics_to_ask, view, self._known_topics, due), large=True)
             del view
             if asked is not None:
                 topics, known = asked
