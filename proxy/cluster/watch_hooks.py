@@ -1,6 +1,6 @@
 """Request hooks that feed the watched set from the requests that pass through.
 
-A Metadata request naming topics, and the admin requests naming topics (CreateTopics,
+A Fetch, a Metadata request naming topics, and the admin requests naming topics (CreateTopics,
 CreatePartitions, DescribeConfigs, AlterConfigs, IncrementalAlterConfigs on topic
 resources), make their topics join the :class:`~proxy.cluster.watch.WatchedTopics`
 before they go upstream, so the answer to a client's named Metadata request (which
@@ -29,6 +29,7 @@ from protocol.create_partitions import parse_create_partitions_request
 from protocol.create_topics import API_KEY as CREATE_TOPICS
 from protocol.create_topics import parse_create_topics_request
 from protocol.describe_configs_rewrite import parse_describe_configs_request
+from protocol.fetch_topics import read_fetch_topics
 from protocol.headers import RequestHeader, parse_request_header
 from protocol.metadata_request import read_metadata_request_topics
 from protocol.primitives import ProtocolError
@@ -64,6 +65,7 @@ def _alter_configs(frame: memoryview, header: RequestHeader) -> Sequence[str]:
 
 
 READERS: Mapping[int, TopicReader] = {
+    ApiKey.FETCH: read_fetch_topics,
     ApiKey.METADATA: _metadata,
     CREATE_TOPICS: _create_topics,
     CREATE_PARTITIONS: _create_partitions,
