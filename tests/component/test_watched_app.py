@@ -40,6 +40,7 @@ async def test_the_view_holds_what_clients_use_and_a_new_topic_is_looked_up(rig:
     await one_rack_isr(cluster, "late", 0)
     app = rig.app()
     await app.start()
+    await app.poller.refresh_now()  # the poller's first loop has run; listeners are open
     assert dict(app.store.view.topics) == {} and app.store.view.brokers
 
     client = await rig.client_for("late", 0)
