@@ -24,6 +24,13 @@ through it first, so the enforcer looks it up) against the second, median of
 ``--first-produces`` topics: the added latency of the lookup. (A real client asks
 Metadata for a topic before it produces; that answer feeds the view and its first
 produce adds nothing.)
+
+``--probe N`` first measures, per size, the broker CPU of one request of each kind the
+poller sends (N back to back on one connection to broker 1, less its idle CPU over as
+long): Metadata for a client's 2 topics, Metadata for every topic, DescribeConfigs for
+2 topics. ``--idle`` runs no client traffic; ``--no-config-topic`` starts the sidecars
+with ``--config-topic ''`` (the config topic's consumer apart); ``--cluster-proxies 0``
+skips the whole-cluster phases.
 """
 
 from __future__ import annotations
@@ -57,6 +64,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 PARTITIONS = 6
 PRODUCE_VERSION = 9
 PRODUCE_EVERY_S = 2.0
+SERVE_EXTRA: list[str] = []  # --no-config-topic adds --config-topic ""
 
 
 # ----- /proc
@@ -165,7 +173,8 @@ class Sidecar:
         argv = [RACKGUARD, "serve", "--upstream", cluster.bootstrap, "--listen", "127.0.0.1",
                 "--advertised-host", "127.0.0.1", "--bootstrap-port", str(self.base),
                 "--broker-port-base", str(self.base), "--metrics-port", str(self.base + 9),
-                "--min-insync-racks", "2", "--view-scope", scope, "--log-level", "WARNING"]
+                "--min-insync-racks", "2", "--view-scope", scope, "--log-level", "WARNING",
+                *SERVE_EXTRA]
         self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                         stderr=log.open("ab"), cwd=ROOT)
 
@@ -301,7 +310,8 @@ async def phase(cluster: Cluster, clients: Clients, leaders: dict[str, int],
             targets = [{n: s.base + n for n in cluster.brokers} for s in sidecars]
         else:
             targets = [{n: port for n, (_, port) in cluster.brokers.items()}] * k
-        clients.start(targets, leaders, topics[:k])
+        if not args.idle:
+            clients.start(targets, leaders, topics[:k])
         await asyncio.sleep(args.warmup)
         figures = await measure(cluster, sidecars, args.window)
         await clients.stop()
@@ -338,6 +348,51 @@ async def first_produce(cluster: Cluster, block: int, topics: list[str],
         return statistics.median(first), statistics.median(second)
     finally:
         sidecar.stop()
+
+
+def probe(cluster: Cluster, requests: dict[str, object], n: int) -> dict[str, float]:
+    """Broker CPU (µs) per request of each kind, on one broker: ``n`` requests sent
+    back to back on one connection, less that broker's idle CPU over as long."""
+    node = min(cluster.brokers)
+    pid, port = cluster.brokers[node]
+    out: dict[str, float] = {}
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        for name, request in requests.items():
+            request.with_header(correlation_id=1, client_id="fleet")  # type: ignore[attr-defined]
+            frame = bytes(request.encode(header=True, framed=True))  # type: ignore[attr-defined]
+            size = 0
+            idle0, t0 = cpu_seconds(pid), time.monotonic()
+            time.sleep(3)
+            idle = (cpu_seconds(pid) - idle0) / (time.monotonic() - t0)
+            c0, t0 = cpu_seconds(pid), time.monotonic()
+            for _ in range(n):
+                s.sendall(frame)
+                head = _recv(s, 4)
+                size = 4 + len(_recv(s, struct.unpack(">i", head)[0]))
+            busy = cpu_seconds(pid) - c0
+            elapsed = time.monotonic() - t0
+            out[name] = 1e6 * max(0.0, busy - idle * elapsed) / n
+            print(f"#   {name}: {out[name]:,.0f} µs of broker CPU and {size:,} bytes "
+                  f"answered per request (n={n}, {elapsed:.1f} s)", flush=True)
+    return out
+
+
+def request_kinds(watched: list[str]) -> dict[str, object]:
+    from kafka.protocol.admin import DescribeConfigsRequest
+
+    named = [MetadataRequest.MetadataRequestTopic(topic_id=None, name=t) for t in watched]
+    res = DescribeConfigsRequest.DescribeConfigsResource
+    return {
+        f"Metadata for {len(watched)} watched topics": MetadataRequest(
+            version=12, topics=named, allow_auto_topic_creation=False),
+        "Metadata for every topic": MetadataRequest(
+            version=12, topics=None, allow_auto_topic_creation=False),
+        f"DescribeConfigs min.insync.replicas of {len(watched)} topics":
+            DescribeConfigsRequest(version=4, resources=[
+                res(resource_type=2, resource_name=t,
+                    configuration_keys=["min.insync.replicas"]) for t in watched],
+                include_synonyms=False, include_documentation=False),
+    }
 
 
 def report(size: int, scope: str, k: int, runs: list[Figures], none_cpu: float) -> None:
@@ -382,10 +437,14 @@ async def run(args: argparse.Namespace) -> None:
                   f"{len(flat)} client topics of 3), created in "
                   f"{time.monotonic() - began:.0f} s", flush=True)
             await asyncio.sleep(args.warmup)
+            if args.probe:
+                probe(cluster, request_kinds(client_topics[0]), args.probe)
             runs: dict[str, list[Figures]] = {"none": [], "watched": [], "cluster": []}
+            order = [("none", k), ("watched", k), ("none", k), ("cluster", kc)]
+            if not kc:
+                order = order[:2]
             for _ in range(args.rounds):
-                for scope, count in (("none", k), ("watched", k), ("none", k),
-                                     ("cluster", kc)):
+                for scope, count in order:
                     figures = await phase(cluster, clients, leaders, client_topics, blocks,
                                           None if scope == "none" else scope, count, args, log)
                     runs[scope].append(figures)
@@ -393,7 +452,8 @@ async def run(args: argparse.Namespace) -> None:
                           f"{100 * figures.broker_cpu_s:6.2f} % core", flush=True)
             none_cpu = statistics.mean(f.broker_cpu_s for f in runs["none"])
             report(partitions, "watched", k, runs["watched"], none_cpu)
-            report(partitions, "cluster", kc, runs["cluster"], none_cpu)
+            if kc:
+                report(partitions, "cluster", kc, runs["cluster"], none_cpu)
             unseen = [f"bulk-{i}" for i in range(min(made, args.first_produces))]
             if unseen:
                 first, second = await first_produce(cluster, blocks[k], unseen,
@@ -416,7 +476,15 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--first-produces", type=int, default=9)
-    asyncio.run(run(parser.parse_args()))
+    parser.add_argument("--probe", type=int, default=0, metavar="N",
+                        help="also measure broker CPU per request, N of each kind")
+    parser.add_argument("--idle", action="store_true", help="no client traffic")
+    parser.add_argument("--no-config-topic", action="store_true",
+                        help="sidecars without the config topic (--config-topic '')")
+    args = parser.parse_args()
+    if args.no_config_topic:
+        SERVE_EXTRA.extend(["--config-topic", ""])
+    asyncio.run(run(args))
 
 
 if __name__ == "__main__":
