@@ -39,6 +39,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import socket
 import statistics
 import struct
@@ -143,14 +144,14 @@ def _recv(s: socket.socket, n: int) -> bytes:
     return out
 
 
-def create_topics(cluster: Cluster, names: list[str], partitions: int) -> None:
+def create_topics(cluster: Cluster, names: list[str], partitions: int, rf: int = 3) -> None:
     from kafka.admin import KafkaAdminClient, NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=120_000)
     try:
         for start in range(0, len(names), 100):
-            batch = [NewTopic(n, partitions, 3) for n in names[start:start + 100]]
+            batch = [NewTopic(n, partitions, rf) for n in names[start:start + 100]]
             try:
                 admin.create_topics(batch, timeout_ms=120_000)
             except TopicAlreadyExistsError:
@@ -430,10 +431,12 @@ async def run(args: argparse.Namespace) -> None:
         for size in args.sizes:
             wanted = max(0, (size - 3 * len(flat)) // PARTITIONS)
             began = time.monotonic()
-            create_topics(cluster, [f"bulk-{i}" for i in range(made, wanted)], PARTITIONS)
+            create_topics(cluster, [f"bulk-{i}" for i in range(made, wanted)], PARTITIONS,
+                          args.bulk_rf)
             made = max(made, wanted)
             partitions = 3 * len(flat) + PARTITIONS * made
-            print(f"# {partitions:,} partitions ({made} topics of {PARTITIONS} + "
+            print(f"# {partitions:,} partitions ({made} topics of {PARTITIONS}, RF "
+                  f"{args.bulk_rf}, + "
                   f"{len(flat)} client topics of 3), created in "
                   f"{time.monotonic() - began:.0f} s", flush=True)
             await asyncio.sleep(args.warmup)
@@ -463,6 +466,7 @@ async def run(args: argparse.Namespace) -> None:
                       f"{first - second:.1f} ms", flush=True)
     finally:
         cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> None:
@@ -479,6 +483,9 @@ def main() -> None:
     parser.add_argument("--probe", type=int, default=0, metavar="N",
                         help="also measure broker CPU per request, N of each kind")
     parser.add_argument("--idle", action="store_true", help="no client traffic")
+    parser.add_argument("--bulk-rf", type=int, default=3,
+                        help="replication factor of the filler topics (the suite's brokers "
+                        "have 320 MB heaps: 10,000 partitions at RF 3 exhaust them)")
     parser.add_argument("--no-config-topic", action="store_true",
                         help="sidecars without the config topic (--config-topic '')")
     args = parser.parse_args()
