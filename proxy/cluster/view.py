@@ -34,7 +34,12 @@ immutable view they are given, by default the current one) and take an optional
 let the event loop run; the view built is the same with or without it).
 Installing is an O(1) swap on the loop; :meth:`ClusterViewStore.install_over`
 installs only if the view built on is still the current one, so an update
-built on a stale base can never overwrite a newer view.
+built on a stale base can never overwrite a newer view. A poll whose answer is
+byte for byte the last one's is installed with :meth:`ClusterViewStore.confirm`:
+the same maps under a new ``refreshed_at``, nothing built per topic.
+
+What the view covers is the poller's scope: with a watched set
+(:mod:`proxy.cluster.watch`) the topics the proxy's clients use, else the cluster.
 """
 
 from __future__ import annotations
