@@ -292,6 +292,7 @@ class Rackguard:
             self._learn_addresses_from_view()
         await self.admin.start(self._config_wait_s())
         await self.server.start()
+        await self._listeners_of_view()
         self._keep(self._housekeeping())
         self.poller.start()
         if self.ledger is not None:
@@ -328,6 +329,14 @@ class Rackguard:
     @property
     def metrics_port(self) -> int | None:
         return self._ops_http.port if self._ops_http is not None else None
+
+    async def _listeners_of_view(self) -> None:
+        """The listeners of the brokers known at start are open when ``start`` returns
+        (a watched view's first poll is quick: they may still be binding)."""
+        try:
+            await self.server.ensure_listeners(list(self.store.view.brokers))
+        except OSError as exc:
+            log.error("opening broker listeners failed: %s", exc)
 
     def _learn_addresses_from_view(self) -> None:
         self._open_listeners(self.store.view.brokers)
