@@ -175,6 +175,7 @@ class Rackguard:
             clock,
             self.ledger,
             self.watched,
+            lambda: self.poller.refresh_now(configs=True),
         )
         self.server.set_produce_hook(self.enforcer)
         # min.insync.racks set through the Admin API (the config topic): the enforcer's

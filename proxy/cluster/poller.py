@@ -191,6 +191,7 @@ class MetadataPoller:
         self._ssl = upstream_context(tls) if tls is not None else None
         self._wake = asyncio.Event()
         self._waiters: list[asyncio.Future[bool]] = []
+        self._config_waiters: list[asyncio.Future[bool]] = []
         self._task: asyncio.Task[None] | None = None
         self._configs_at = -float("inf")
         self._known_topics: frozenset[str] = frozenset()
@@ -223,10 +224,12 @@ class MetadataPoller:
     def feeder(self) -> ViewFeeder:
         return self._feeder
 
-    def refresh_now(self) -> asyncio.Future[bool]:
-        """Wake the poller; resolves with the success of a poll that starts after this call."""
+    def refresh_now(self, configs: bool = False) -> asyncio.Future[bool]:
+        """Wake the poller; resolves with the success of a poll that starts after this call,
+        once its Metadata is in the view, or (``configs``) once the poll has ended, the
+        min.insync.replicas of topics new to the view read too."""
         waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        (self._config_waiters if configs else self._waiters).append(waiter)
         self._wake.set()
         return waiter
 
@@ -293,6 +296,7 @@ class MetadataPoller:
         while not self._stopping:
             self._wake.clear()
             waiters, self._waiters = self._waiters, []
+            after, self._config_waiters = self._config_waiters, []
             ok = True
             try:
                 await self.poll_once(partial(_resolve, waiters, True))
@@ -301,6 +305,7 @@ class MetadataPoller:
                 self._count_failure()
                 log.warning("metadata refresh failed (keeping the last view): %s", exc)
             _resolve(waiters, ok)
+            _resolve(after, ok)
             if self._wake.is_set():
                 continue  # asked for during that poll, which may have started too early
             try:
