@@ -45,8 +45,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import mmap
-import struct
 from collections.abc import Callable, Collection
 from functools import partial
 from typing import Any
@@ -57,13 +55,19 @@ from protocol.addresses import BrokerAddress
 from protocol.api_versions import read_api_versions
 from protocol.apis import ApiKey
 from protocol.describe_configs import (
-    CLIENT_ID,
     DESCRIBE_CONFIGS_MAX,
     MIN_INSYNC_REPLICAS,
     encode_describe_configs,
     read_min_insync_replicas,
 )
 from protocol.primitives import Buffer
+from proxy.cluster.control_conn import (
+    LARGE_RESPONSE,
+    ByteCount,
+    ControlConn,
+    PollError,
+    no_count,
+)
 from proxy.cluster.feeder import Pause, ViewFeeder
 from proxy.cluster.upstream_health import Address, Candidate, UpstreamHealth
 from proxy.cluster.view import ClusterView, ClusterViewStore
@@ -77,87 +81,11 @@ log = logging.getLogger("rackguard.poller")
 
 METADATA_MAX = 12
 _MANY_TOPICS = 1000  # from here on the DescribeConfigs steps are paced (``large``)
-_LARGE_RESPONSE = 256 * 1024  # read a buffer at a time from here on
-_I32 = struct.Struct(">i")
-
-
-class PollError(Exception):
-    pass
-
 
 # what one attempt on one broker can fail with (TimeoutError and ssl.SSLError are OSErrors)
 _ATTEMPT_ERRORS = (OSError, asyncio.IncompleteReadError, PollError, ValueError, LoginFailed)
 # a connection whose SASL session has a lifetime (KIP-368) is replaced at this share of it
 _SESSION_SHARE = 0.8
-
-
-ByteCount = Callable[[int, str, int], None]  # (api key, "sent" | "received", bytes)
-
-
-def _no_count(api_key: int, direction: str, size: int) -> None:
-    pass
-
-
-class _Conn:
-    """One request/response connection (no pipelining needed here)."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 count: ByteCount = _no_count) -> None:
-        self.reader = reader
-        self.writer = writer
-        self._count = count
-        self.corr = 0
-        self.versions: dict[int, tuple[int, int]] = {}
-        self.expires_at = float("inf")  # the SASL session's end (KIP-368), if it has one
-
-    def next_correlation_id(self) -> int:
-        self.corr += 1
-        return self.corr
-
-    async def call(self, request: Any, timeout: float) -> Buffer:
-        corr = self.next_correlation_id()
-        request.with_header(correlation_id=corr, client_id=CLIENT_ID)
-        return await self.exchange(bytes(request.encode(header=True, framed=True)), corr,
-                                   timeout)
-
-    async def exchange(self, frame: bytes, corr: int, timeout: float) -> Buffer:
-        """Send a request frame; return the response frame (size prefix included)."""
-        self.writer.write(frame)
-        api_key = int.from_bytes(frame[4:6], "big")
-        self._count(api_key, "sent", len(frame))
-        async with asyncio.timeout(timeout):
-            head = await self.reader.readexactly(4)
-            size = _I32.unpack(head)[0]
-            if size < 4:
-                raise PollError(f"response frame of {size} bytes")
-            if size < _LARGE_RESPONSE:
-                out: Buffer = head + await self.reader.readexactly(size)
-            else:
-                out = await self._read_large(head, 4 + size)
-        self._count(api_key, "received", len(out))
-        got = _I32.unpack_from(out, 4)[0]
-        if got != corr:
-            raise PollError(f"correlation id {got} != {corr}")
-        return out
-
-    async def _read_large(self, head: bytes, size: int) -> memoryview:
-        # A buffer at a time into an anonymous mapping: no single step on the loop
-        # copies more than one socket read (readexactly and a growing bytearray copy
-        # the whole 15 MB, several ms at once), and the mapping's pages start zeroed
-        # without a memset. Unmapped (GIL released) when the last view of it goes.
-        buf = mmap.mmap(-1, size)
-        buf[:4] = head
-        pos = 4
-        while pos < size:
-            chunk = await self.reader.read(size - pos)
-            if not chunk:
-                raise ConnectionResetError(f"connection closed after {pos} of {size} bytes")
-            buf[pos:pos + len(chunk)] = chunk
-            pos += len(chunk)
-        return memoryview(buf)
-
-    def close(self) -> None:
-        self.writer.close()
 
 
 class MetadataPoller:
@@ -171,7 +99,7 @@ class MetadataPoller:
         feeder: ViewFeeder | None = None,
         on_health: Callable[[UpstreamHealth], None] = lambda health: None,
         watched: WatchedTopics | None = None,
-        count_bytes: ByteCount = _no_count,
+        count_bytes: ByteCount = no_count,
     ) -> None:
         self._settings = settings
         self._store = store
@@ -186,7 +114,7 @@ class MetadataPoller:
         self.upstreams = UpstreamHealth(
             settings.upstream_addresses(), clock, settings.upstream_backoff_ms / 1000,
             settings.upstream_backoff_max_ms / 1000)
-        self._conns: dict[Address, _Conn] = {}
+        self._conns: dict[Address, ControlConn] = {}
         tls = upstream_tls(settings)
         self._ssl = upstream_context(tls) if tls is not None else None
         self._wake = asyncio.Event()
@@ -315,13 +243,13 @@ class MetadataPoller:
                 pass
 
     # ----- asking the brokers
-    async def _hedged_metadata(self) -> tuple[Candidate, _Conn, Buffer, int]:
+    async def _hedged_metadata(self) -> tuple[Candidate, ControlConn, Buffer, int]:
         """Metadata from the first broker that answers: candidates in the health order, the
         next one at once when one fails, and a second one in flight when the first has not
         answered within the hedge delay (at most two at a time)."""
         waiting = self.upstreams.order()
         hedge = self._settings.metadata_hedge_delay_ms / 1000
-        running: dict[asyncio.Task[tuple[_Conn, Buffer, int]], Candidate] = {}
+        running: dict[asyncio.Task[tuple[ControlConn, Buffer, int]], Candidate] = {}
         errors: list[str] = []
 
         def launch() -> bool:
@@ -369,7 +297,7 @@ class MetadataPoller:
             await asyncio.gather(*running, return_exceptions=True)
         raise PollError("no broker answered: " + "; ".join(errors or ["none known"]))
 
-    async def _ask_metadata(self, c: Candidate) -> tuple[_Conn, Buffer, int]:
+    async def _ask_metadata(self, c: Candidate) -> tuple[ControlConn, Buffer, int]:
         conn = await self._connect(c)
         frame, version = await self._metadata(conn, self._request_timeout)
         return conn, frame, version
@@ -378,7 +306,7 @@ class MetadataPoller:
     def _request_timeout(self) -> float:
         return self._settings.admin_request_timeout_ms / 1000
 
-    async def _connect(self, c: Candidate) -> _Conn:
+    async def _connect(self, c: Candidate) -> ControlConn:
         conn = self._conns.get(c.address)
         if conn is not None and conn.expires_at <= self._clock():
             self._drop(c.address)  # its SASL session is about to end: a new one logs in
@@ -389,7 +317,7 @@ class MetadataPoller:
             reader, writer = await asyncio.open_connection(
                 c.host, c.port, ssl=self._ssl,
                 server_hostname=c.host if self._ssl is not None else None)
-        conn = _Conn(reader, writer, self._count_bytes)
+        conn = ControlConn(reader, writer, self._count_bytes)
         self._conns[c.address] = conn
         frame = await conn.call(ApiVersionsRequest(version=0), self._request_timeout)
         error, entries = read_api_versions(frame, 0)
@@ -408,7 +336,7 @@ class MetadataPoller:
         if conn is not None:
             conn.close()
 
-    async def _metadata(self, conn: _Conn, timeout: float) -> tuple[Buffer, int]:
+    async def _metadata(self, conn: ControlConn, timeout: float) -> tuple[Buffer, int]:
         _, hi = conn.versions.get(ApiKey.METADATA, (0, 0))
         version = min(hi, METADATA_MAX)
         if version < 1:
@@ -422,7 +350,7 @@ class MetadataPoller:
         request = MetadataRequest(version=version, **kwargs)
         return await conn.call(request, timeout), version
 
-    async def _topic_configs(self, c: Candidate, conn: _Conn, topics: Collection[str]
+    async def _topic_configs(self, c: Candidate, conn: ControlConn, topics: Collection[str]
                              ) -> None:
         """min.insync.replicas of ``topics`` from the broker that answered the Metadata;
         on failure, once more from the next broker (another rack first)."""
@@ -448,7 +376,7 @@ class MetadataPoller:
             conn = await self._connect(other)
             await self._min_insync_replicas(conn, topics, self._request_timeout)
 
-    async def _min_insync_replicas(self, conn: _Conn, topics: Collection[str], timeout: float
+    async def _min_insync_replicas(self, conn: ControlConn, topics: Collection[str], timeout: float
                                    ) -> None:
         """Read every topic's min.insync.replicas and apply them to the current view."""
         if not topics or ApiKey.DESCRIBE_CONFIGS not in conn.versions:
@@ -499,7 +427,7 @@ def _unchanged_key(frame: Buffer, version: int) -> bytes | None:
     """What two Metadata answers must share to be the same: the bytes after the header
     and the throttle time (None for an answer too large to copy on the loop, or with
     tagged fields in its header)."""
-    if len(frame) >= _LARGE_RESPONSE:
+    if len(frame) >= LARGE_RESPONSE:
         return None
     start = 8
     if version >= 9:
