@@ -19,11 +19,14 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from protocol.addresses import BrokerAddress
+from protocol.apis import api_name
 from proxy.admin.rules import StaticValues
 from proxy.admin.service import AdminConfigs
 from proxy.cluster.poller import MetadataPoller, PollError
 from proxy.cluster.upstream_health import UpstreamHealth
 from proxy.cluster.view import ClusterView, ClusterViewStore
+from proxy.cluster.watch import WatchedTopics
+from proxy.cluster.watch_hooks import watch_hooks
 from proxy.enforce.enforcement import EnforcementSettings, RackEnforcer
 from proxy.enforce.metrics import EnforcementMetrics
 from proxy.enforce.policy import RackRule
@@ -137,9 +140,28 @@ class Rackguard:
             "rackguard_metadata_poll_duration_seconds",
             "How long the proxy's last successful metadata poll took, failovers and hedges "
             "included", registry=registry)
+        # The topics this proxy's clients use (view_scope "watched"), which the view and
+        # the poller are scoped to; None: the whole cluster. Other parts (the ledger's
+        # snapshots) read ``watched.names()``.
+        self.watched: WatchedTopics | None = None
+        if settings.view_scope == "watched":
+            self.watched = WatchedTopics(clock, settings.watch_idle_ms / 1000,
+                                         lambda topic_id: self.store.view.topic_ids.get(topic_id))
+        if self.watched is not None:
+            watched = self.watched
+            Gauge("rackguard_watched_topics",
+                  "Topics in the watched set the view and the polls are scoped to",
+                  registry=registry).set_function(lambda: len(watched))
+        own_bytes = Counter(
+            "rackguard_own_request_bytes",
+            "Bytes of the proxy's own requests to the cluster (metadata and config polls), "
+            "by API and direction (sent, received)", ["api", "direction"], registry=registry)
         self.poller = MetadataPoller(settings, self.store, self._learn_addresses,
                                      self.refresh_failures.inc, clock,
-                                     on_health=self._report_upstream_health)
+                                     on_health=self._report_upstream_health,
+                                     watched=self.watched,
+                                     count_bytes=lambda api, direction, n: own_bytes.labels(
+                                         api_name(api), direction).inc(n))
         # The decision ledger (None unless ledger_dir is set): rows and snapshots are
         # written by its own thread, never on the event loop.
         self.ledger = ledger_from_settings(settings, registry, clock, lambda: self.store.view,
@@ -152,6 +174,8 @@ class Rackguard:
             EnforcementMetrics(registry, clock),
             clock,
             self.ledger,
+            self.watched,
+            lambda: self.poller.refresh_now(configs=True),
         )
         self.server.set_produce_hook(self.enforcer)
         # min.insync.racks set through the Admin API (the config topic): the enforcer's
@@ -238,6 +262,16 @@ class Rackguard:
                  "filled into Fetch, JoinGroup and ConsumerGroupHeartbeat requests that name "
                  "none" if mode == "fill" else "fetch bytes counted by locality, nothing changed")
 
+    def _install_watch_hooks(self) -> None:
+        """Topics named by Metadata and admin requests join the watched set (after every
+        other hook is installed: the watch hook goes first in each API's chain)."""
+        if self.watched is None:
+            return
+        hooks = watch_hooks(self.watched, self.server.request_hook,
+                            self.server.rewriter.transforms())
+        for api_key, hook in hooks.items():
+            self.server.set_request_hook(api_key, hook)
+
     async def start(self) -> None:
         if self.settings.security_protocol in ("SSL", "SASL_SSL") and \
                 self.settings.ssl_skip_hostname_check:
@@ -245,6 +279,7 @@ class Rackguard:
                         "against their host names (only against ssl_cafile): anyone with a "
                         "certificate from that CA can pose as a broker")
         await self._install_rack_hints()
+        self._install_watch_hooks()
         try:
             await self.poller.poll_once()
         except PollError as exc:
@@ -258,6 +293,7 @@ class Rackguard:
             self._learn_addresses_from_view()
         await self.admin.start(self._config_wait_s())
         await self.server.start()
+        await self._listeners_of_view()
         self._keep(self._housekeeping())
         self.poller.start()
         if self.ledger is not None:
@@ -277,9 +313,12 @@ class Rackguard:
                     + self.settings.admin_request_timeout_ms) / 1000
 
     def metrics_text(self) -> bytes:
-        """The /metrics body: the registry's counters, then rack coverage and placement."""
-        return (generate_latest(self.metrics.registry) + self.coverage.exposition()
-                + self.placement.exposition())
+        """The /metrics body: the registry's counters, then rack coverage, and placement
+        when the view is the whole cluster's (view_scope "cluster")."""
+        text = generate_latest(self.metrics.registry) + self.coverage.exposition()
+        if self.watched is None:
+            text += self.placement.exposition()
+        return text
 
     def readiness(self) -> Health:
         """Ready: the last metadata poll succeeded, the view is young enough and the config
@@ -291,6 +330,14 @@ class Rackguard:
     @property
     def metrics_port(self) -> int | None:
         return self._ops_http.port if self._ops_http is not None else None
+
+    async def _listeners_of_view(self) -> None:
+        """The listeners of the brokers known at start are open when ``start`` returns
+        (a watched view's first poll is quick: they may still be binding)."""
+        try:
+            await self.server.ensure_listeners(list(self.store.view.brokers))
+        except OSError as exc:
+            log.error("opening broker listeners failed: %s", exc)
 
     def _learn_addresses_from_view(self) -> None:
         self._open_listeners(self.store.view.brokers)

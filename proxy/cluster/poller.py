@@ -1,7 +1,9 @@
 """The proxy's own connection to the cluster: a metadata and topic-config poller.
 
-Every ``metadata_refresh_interval_ms`` it asks one broker for Metadata on all
-topics: any broker of the current view, in the order :class:`UpstreamHealth`
+Every ``metadata_refresh_interval_ms`` it asks one broker for Metadata on the
+topics in scope, in one request: the watched set (:mod:`proxy.cluster.watch`,
+``view_scope = "watched"``, a sidecar's default) or every topic (``"cluster"``,
+given no watched set): any broker of the current view, in the order :class:`UpstreamHealth`
 gives (the bootstrap servers only for the first view and when every known
 broker failed). Each attempt has its own connect and request timeouts
 (``admin_connect_timeout_ms``, ``admin_request_timeout_ms``); a broker that
@@ -9,11 +11,18 @@ fails is backed off and the next one, in another rack first, is asked at
 once; one that has not answered within ``metadata_hedge_delay_ms`` is joined
 by a second attempt on another broker, and the first answer wins. So a rack
 that hangs costs a poll one hedge delay, not a timeout. Every
-``topic_config_refresh_interval_ms``
-(and whenever new topics appear) for each topic's ``min.insync.replicas``
-with DescribeConfigs. Results go into the :class:`ClusterViewStore`, through
-the :class:`ViewFeeder`. ``refresh_now`` wakes it at once and resolves after
-the next refresh ends.
+``topic_config_refresh_interval_ms`` it asks each topic's ``min.insync.replicas``
+in scope with DescribeConfigs (and, at once, that of topics new to the view only).
+One connection is kept open, to the broker that answered last: a sidecar holds
+one control connection to the cluster. Results go into the :class:`ClusterViewStore`, through
+the :class:`ViewFeeder`. ``refresh_now`` wakes it at once and resolves as soon as
+the next refresh's Metadata is in the view (a produce naming a topic the view lacks
+waits for that one round trip, not for the DescribeConfigs that follows).
+
+A refresh costs nothing when nothing changed: a Metadata answer (under 256 KiB, as
+a watched set's is) whose bytes after the throttle time equal the last one's is not
+decoded; the view is confirmed (a new :class:`ClusterView` sharing every map of the
+old one, with ``refreshed_at`` now) and nothing per topic or partition is built.
 
 Invariants: a failed poll keeps the last view (its age keeps growing, which
 is what makes the policy fail closed) and counts a failure; requests of its
@@ -36,8 +45,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import mmap
-import struct
 from collections.abc import Callable, Collection
 from functools import partial
 from typing import Any
@@ -48,16 +55,23 @@ from protocol.addresses import BrokerAddress
 from protocol.api_versions import read_api_versions
 from protocol.apis import ApiKey
 from protocol.describe_configs import (
-    CLIENT_ID,
     DESCRIBE_CONFIGS_MAX,
     MIN_INSYNC_REPLICAS,
     encode_describe_configs,
     read_min_insync_replicas,
 )
 from protocol.primitives import Buffer
+from proxy.cluster.control_conn import (
+    LARGE_RESPONSE,
+    ByteCount,
+    ControlConn,
+    PollError,
+    no_count,
+)
 from proxy.cluster.feeder import Pause, ViewFeeder
 from proxy.cluster.upstream_health import Address, Candidate, UpstreamHealth
 from proxy.cluster.view import ClusterView, ClusterViewStore
+from proxy.cluster.watch import WatchedTopics
 from proxy.security.own_login import LoginFailed, login
 from proxy.security.settings_map import sasl_credentials, upstream_tls
 from proxy.security.tls import upstream_context
@@ -67,75 +81,11 @@ log = logging.getLogger("rackguard.poller")
 
 METADATA_MAX = 12
 _MANY_TOPICS = 1000  # from here on the DescribeConfigs steps are paced (``large``)
-_LARGE_RESPONSE = 256 * 1024  # read a buffer at a time from here on
-_I32 = struct.Struct(">i")
-
-
-class PollError(Exception):
-    pass
-
 
 # what one attempt on one broker can fail with (TimeoutError and ssl.SSLError are OSErrors)
 _ATTEMPT_ERRORS = (OSError, asyncio.IncompleteReadError, PollError, ValueError, LoginFailed)
 # a connection whose SASL session has a lifetime (KIP-368) is replaced at this share of it
 _SESSION_SHARE = 0.8
-
-
-class _Conn:
-    """One request/response connection (no pipelining needed here)."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader = reader
-        self.writer = writer
-        self.corr = 0
-        self.versions: dict[int, tuple[int, int]] = {}
-        self.expires_at = float("inf")  # the SASL session's end (KIP-368), if it has one
-
-    def next_correlation_id(self) -> int:
-        self.corr += 1
-        return self.corr
-
-    async def call(self, request: Any, timeout: float) -> Buffer:
-        corr = self.next_correlation_id()
-        request.with_header(correlation_id=corr, client_id=CLIENT_ID)
-        return await self.exchange(bytes(request.encode(header=True, framed=True)), corr,
-                                   timeout)
-
-    async def exchange(self, frame: bytes, corr: int, timeout: float) -> Buffer:
-        """Send a request frame; return the response frame (size prefix included)."""
-        self.writer.write(frame)
-        async with asyncio.timeout(timeout):
-            head = await self.reader.readexactly(4)
-            size = _I32.unpack(head)[0]
-            if size < 4:
-                raise PollError(f"response frame of {size} bytes")
-            if size < _LARGE_RESPONSE:
-                out: Buffer = head + await self.reader.readexactly(size)
-            else:
-                out = await self._read_large(head, 4 + size)
-        got = _I32.unpack_from(out, 4)[0]
-        if got != corr:
-            raise PollError(f"correlation id {got} != {corr}")
-        return out
-
-    async def _read_large(self, head: bytes, size: int) -> memoryview:
-        # A buffer at a time into an anonymous mapping: no single step on the loop
-        # copies more than one socket read (readexactly and a growing bytearray copy
-        # the whole 15 MB, several ms at once), and the mapping's pages start zeroed
-        # without a memset. Unmapped (GIL released) when the last view of it goes.
-        buf = mmap.mmap(-1, size)
-        buf[:4] = head
-        pos = 4
-        while pos < size:
-            chunk = await self.reader.read(size - pos)
-            if not chunk:
-                raise ConnectionResetError(f"connection closed after {pos} of {size} bytes")
-            buf[pos:pos + len(chunk)] = chunk
-            pos += len(chunk)
-        return memoryview(buf)
-
-    def close(self) -> None:
-        self.writer.close()
 
 
 class MetadataPoller:
@@ -148,22 +98,28 @@ class MetadataPoller:
         clock: Callable[[], float],
         feeder: ViewFeeder | None = None,
         on_health: Callable[[UpstreamHealth], None] = lambda health: None,
+        watched: WatchedTopics | None = None,
+        count_bytes: ByteCount = no_count,
     ) -> None:
         self._settings = settings
         self._store = store
-        self._feeder = feeder if feeder is not None else ViewFeeder(store)
+        self._feeder = feeder if feeder is not None else ViewFeeder(
+            store, watched.__contains__ if watched is not None else None)
         self._on_metadata = on_metadata
         self._count_failure = failures
         self._clock = clock
         self._on_health = on_health
+        self._watched = watched  # None: every topic of the cluster (view_scope "cluster")
+        self._count_bytes = count_bytes
         self.upstreams = UpstreamHealth(
             settings.upstream_addresses(), clock, settings.upstream_backoff_ms / 1000,
             settings.upstream_backoff_max_ms / 1000)
-        self._conns: dict[Address, _Conn] = {}
+        self._conns: dict[Address, ControlConn] = {}
         tls = upstream_tls(settings)
         self._ssl = upstream_context(tls) if tls is not None else None
         self._wake = asyncio.Event()
         self._waiters: list[asyncio.Future[bool]] = []
+        self._config_waiters: list[asyncio.Future[bool]] = []
         self._task: asyncio.Task[None] | None = None
         self._configs_at = -float("inf")
         self._known_topics: frozenset[str] = frozenset()
@@ -171,6 +127,13 @@ class MetadataPoller:
         self.last_poll_s = 0.0  # how long the last successful poll took, failovers included
         self._ask_key_only = True
         self._stopping = False
+        # The last Metadata answer's bytes after its throttle time, its brokers, and the
+        # view the poller itself installed last: an equal answer on that view is only
+        # confirmed (nothing decoded). See _unchanged_key.
+        self._last_answer: bytes | None = None
+        self._last_brokers: tuple[BrokerAddress, ...] = ()
+        self._last_view: ClusterView | None = None
+        self.unchanged_polls = 0  # polls answered with the same bytes (not decoded)
 
     # ----- public
     def start(self) -> None:
@@ -189,42 +152,67 @@ class MetadataPoller:
     def feeder(self) -> ViewFeeder:
         return self._feeder
 
-    def refresh_now(self) -> asyncio.Future[bool]:
-        """Wake the poller; resolves with the success of a poll that starts after this call."""
+    def refresh_now(self, configs: bool = False) -> asyncio.Future[bool]:
+        """Wake the poller; resolves with the success of a poll that starts after this call,
+        once its Metadata is in the view, or (``configs``) once the poll has ended, the
+        min.insync.replicas of topics new to the view read too."""
         waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
+        (self._config_waiters if configs else self._waiters).append(waiter)
         self._wake.set()
         return waiter
 
-    async def poll_once(self) -> None:
+    @property
+    def watched(self) -> WatchedTopics | None:
+        """The watched set the poller is scoped to (None: the whole cluster)."""
+        return self._watched
+
+    async def poll_once(self, on_view: Callable[[], None] | None = None) -> None:
         """One refresh, failing over and hedging across brokers; raises PollError when no
-        broker answered (used at start-up and by the loop)."""
+        broker answered (used at start-up and by the loop). ``on_view`` is called once
+        the Metadata answer is in the view, before the DescribeConfigs step."""
         began = self._clock()
         try:
-            await self._poll()
+            await self._poll(on_view)
             self.last_poll_s = self._clock() - began
         finally:
             self._on_health(self.upstreams)
 
-    async def _poll(self) -> None:
+    async def _poll(self, on_view: Callable[[], None] | None) -> None:
         try:
             winner, conn, frame, version = await self._hedged_metadata()
-            brokers = await self._feeder.absorb(frame, version, full=True)
+            key = _unchanged_key(frame, version)
+            store = self._store
+            if (key is not None and key == self._last_answer
+                    and store.view is self._last_view):
+                store.confirm()  # the same answer: nothing to decode, merge or allocate
+                brokers = self._last_brokers
+                self.unchanged_polls += 1
+            else:
+                brokers = await self._feeder.absorb(frame, version, full=True)
+                self._last_answer, self._last_brokers = key, brokers
+            self._last_view = store.view
             del frame
+            if on_view is not None:
+                on_view()
             self._on_metadata(brokers)
             self.upstreams.learn(Candidate(b.node_id, b.host, b.port, b.rack)
-                                 for b in self._store.view.brokers.values())
+                                 for b in store.view.brokers.values())
             now = self._clock()
             due = now - self._configs_at >= self._settings.topic_config_refresh_interval_ms / 1000
-            view = self._store.view
-            topics = await self._feeder.run(
-                partial(_topics_to_ask, view, self._known_topics, due),
-                large=len(view.topics) >= _MANY_TOPICS)
+            view = store.view
+            if len(view.topics) < _MANY_TOPICS:  # a watched set: no hop to the worker
+                asked = _topics_to_ask(view, self._known_topics, due, None)
+            else:
+                asked = await self._feeder.run(
+                    partial(_topics_to_ask, view, self._known_topics, due), large=True)
             del view
-            if topics is not None:
+            if asked is not None:
+                topics, known = asked
                 await self._topic_configs(winner, conn, topics)
-                self._configs_at = now
-                self._known_topics = topics
+                self._last_view = store.view
+                if due:
+                    self._configs_at = now
+                self._known_topics = known
             self.last_error = None
         except _ATTEMPT_ERRORS as exc:
             self.last_error = str(exc) or type(exc).__name__
@@ -236,16 +224,16 @@ class MetadataPoller:
         while not self._stopping:
             self._wake.clear()
             waiters, self._waiters = self._waiters, []
+            after, self._config_waiters = self._config_waiters, []
             ok = True
             try:
-                await self.poll_once()
+                await self.poll_once(partial(_resolve, waiters, True))
             except PollError as exc:
                 ok = False
                 self._count_failure()
                 log.warning("metadata refresh failed (keeping the last view): %s", exc)
-            for waiter in waiters:
-                if not waiter.done():
-                    waiter.set_result(ok)
+            _resolve(waiters, ok)
+            _resolve(after, ok)
             if self._wake.is_set():
                 continue  # asked for during that poll, which may have started too early
             try:
@@ -255,13 +243,13 @@ class MetadataPoller:
                 pass
 
     # ----- asking the brokers
-    async def _hedged_metadata(self) -> tuple[Candidate, _Conn, Buffer, int]:
+    async def _hedged_metadata(self) -> tuple[Candidate, ControlConn, Buffer, int]:
         """Metadata from the first broker that answers: candidates in the health order, the
         next one at once when one fails, and a second one in flight when the first has not
         answered within the hedge delay (at most two at a time)."""
         waiting = self.upstreams.order()
         hedge = self._settings.metadata_hedge_delay_ms / 1000
-        running: dict[asyncio.Task[tuple[_Conn, Buffer, int]], Candidate] = {}
+        running: dict[asyncio.Task[tuple[ControlConn, Buffer, int]], Candidate] = {}
         errors: list[str] = []
 
         def launch() -> bool:
@@ -309,7 +297,7 @@ class MetadataPoller:
             await asyncio.gather(*running, return_exceptions=True)
         raise PollError("no broker answered: " + "; ".join(errors or ["none known"]))
 
-    async def _ask_metadata(self, c: Candidate) -> tuple[_Conn, Buffer, int]:
+    async def _ask_metadata(self, c: Candidate) -> tuple[ControlConn, Buffer, int]:
         conn = await self._connect(c)
         frame, version = await self._metadata(conn, self._request_timeout)
         return conn, frame, version
@@ -318,7 +306,7 @@ class MetadataPoller:
     def _request_timeout(self) -> float:
         return self._settings.admin_request_timeout_ms / 1000
 
-    async def _connect(self, c: Candidate) -> _Conn:
+    async def _connect(self, c: Candidate) -> ControlConn:
         conn = self._conns.get(c.address)
         if conn is not None and conn.expires_at <= self._clock():
             self._drop(c.address)  # its SASL session is about to end: a new one logs in
@@ -329,7 +317,7 @@ class MetadataPoller:
             reader, writer = await asyncio.open_connection(
                 c.host, c.port, ssl=self._ssl,
                 server_hostname=c.host if self._ssl is not None else None)
-        conn = _Conn(reader, writer)
+        conn = ControlConn(reader, writer, self._count_bytes)
         self._conns[c.address] = conn
         frame = await conn.call(ApiVersionsRequest(version=0), self._request_timeout)
         error, entries = read_api_versions(frame, 0)
@@ -348,18 +336,21 @@ class MetadataPoller:
         if conn is not None:
             conn.close()
 
-    async def _metadata(self, conn: _Conn, timeout: float) -> tuple[Buffer, int]:
+    async def _metadata(self, conn: ControlConn, timeout: float) -> tuple[Buffer, int]:
         _, hi = conn.versions.get(ApiKey.METADATA, (0, 0))
         version = min(hi, METADATA_MAX)
         if version < 1:
             raise PollError("the broker does not support Metadata v1+")
         kwargs: dict[str, Any] = {"topics": None}
+        if self._watched is not None:
+            kwargs["topics"] = [MetadataRequest.MetadataRequestTopic(topic_id=None, name=name)
+                                for name in sorted(self._watched.names())]
         if version >= 4:
             kwargs["allow_auto_topic_creation"] = False
         request = MetadataRequest(version=version, **kwargs)
         return await conn.call(request, timeout), version
 
-    async def _topic_configs(self, c: Candidate, conn: _Conn, topics: Collection[str]
+    async def _topic_configs(self, c: Candidate, conn: ControlConn, topics: Collection[str]
                              ) -> None:
         """min.insync.replicas of ``topics`` from the broker that answered the Metadata;
         on failure, once more from the next broker (another rack first)."""
@@ -385,7 +376,7 @@ class MetadataPoller:
             conn = await self._connect(other)
             await self._min_insync_replicas(conn, topics, self._request_timeout)
 
-    async def _min_insync_replicas(self, conn: _Conn, topics: Collection[str], timeout: float
+    async def _min_insync_replicas(self, conn: ControlConn, topics: Collection[str], timeout: float
                                    ) -> None:
         """Read every topic's min.insync.replicas and apply them to the current view."""
         if not topics or ApiKey.DESCRIBE_CONFIGS not in conn.versions:
@@ -413,10 +404,39 @@ class MetadataPoller:
 
 
 def _topics_to_ask(view: ClusterView, known: frozenset[str], due: bool, pause: Pause
-                   ) -> frozenset[str] | None:
-    """The view's topics if their configs are due or some are new, else None."""
-    topics = frozenset(view.topics)
-    return topics if due or not topics <= known else None
+                   ) -> tuple[frozenset[str], frozenset[str]] | None:
+    """(topics to ask, topics known once asked): every topic of the view if their configs
+    are due, else those new to it; None when none is new (nothing built then). A topic
+    that left the view is forgotten: back in it, it is new again."""
+    if due:
+        topics = frozenset(view.topics)
+        return topics, topics
+    if view.topics.keys() <= known:
+        return None
+    new = frozenset(name for name in view.topics if name not in known)
+    return new, frozenset(name for name in known if name in view.topics) | new
+
+
+def _resolve(waiters: list[asyncio.Future[bool]], ok: bool) -> None:
+    for waiter in waiters:
+        if not waiter.done():
+            waiter.set_result(ok)
+
+
+def _unchanged_key(frame: Buffer, version: int) -> bytes | None:
+    """What two Metadata answers must share to be the same: the bytes after the header
+    and the throttle time (None for an answer too large to copy on the loop, or with
+    tagged fields in its header)."""
+    if len(frame) >= LARGE_RESPONSE:
+        return None
+    start = 8
+    if version >= 9:
+        if frame[start] != 0:
+            return None
+        start += 1
+    if version >= 3:
+        start += 4
+    return bytes(frame[start:])
 
 
 def _numbers(values: dict[str, int | str]) -> dict[str, int]:

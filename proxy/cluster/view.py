@@ -34,7 +34,12 @@ immutable view they are given, by default the current one) and take an optional
 let the event loop run; the view built is the same with or without it).
 Installing is an O(1) swap on the loop; :meth:`ClusterViewStore.install_over`
 installs only if the view built on is still the current one, so an update
-built on a stale base can never overwrite a newer view.
+built on a stale base can never overwrite a newer view. A poll whose answer is
+byte for byte the last one's is installed with :meth:`ClusterViewStore.confirm`:
+the same maps under a new ``refreshed_at``, nothing built per topic.
+
+What the view covers is the poller's scope: with a watched set
+(:mod:`proxy.cluster.watch`) the topics the proxy's clients use, else the cluster.
 """
 
 from __future__ import annotations
@@ -244,6 +249,16 @@ class ClusterViewStore:
         (``read_metadata``'s ``on_topic``), then ``finish`` with the snapshot's brokers."""
         return ViewBuilder(self._rack, self._clock(), self._view if base is None else base,
                            full, pause)
+
+    def confirm(self) -> ClusterView:
+        """Install the current view confirmed now (a poll's answer equal to the last one):
+        ``refreshed_at`` is now, and every map, and the rack memo, is the old view's."""
+        old = self._view
+        new = ClusterView(old.brokers, old.racks, old.topics, old.topic_ids, self._clock(),
+                          old.cluster_id)
+        object.__setattr__(new, "_rack_memo", old._rack_memo)  # same racks, same answers
+        self._swap(old, new)
+        return new
 
     def apply_min_insync_replicas(self, values: Mapping[str, int]) -> ClusterView:
         """Set topics' min.insync.replicas and install the result (always a new view)."""

@@ -8,7 +8,12 @@ walked (no record bytes copied), the pure policy decides per partition, and:
 - mixed: a rewritten request without the rejected partitions goes upstream
   and the broker's answer is merged with the synthetic errors.
 A request naming a partition the view does not know waits (bounded) for one
-metadata refresh, then is decided on whatever the view holds.
+metadata refresh, then is decided on whatever the view holds. With a watched set
+(``view_scope = "watched"``) every decided request's topics join it first, so that
+refresh asks for a topic seen for the first time: one Metadata round trip. A
+rack rejection on a topic whose ``min.insync.replicas`` the view does not know yet
+(new to it) waits for one more refresh that reads it, and is decided again: the
+replica count is checked first, by the broker (DESIGN.md section 1, step 1).
 With a decision ledger (proxy.ledger.recorder), every decision is also recorded, and
 the broker's answer to forwarded partitions is read for it; the ledger never
 changes an action.
@@ -37,6 +42,7 @@ from protocol.produce import (
     walk_produce_request,
 )
 from proxy.cluster.view import ClusterView, ClusterViewStore
+from proxy.cluster.watch import WatchedTopics
 from proxy.enforce.metrics import EnforcementMetrics
 from proxy.enforce.policy import (
     NOT_ENOUGH_REPLICAS,
@@ -74,11 +80,16 @@ class RackEnforcer:
         metrics: EnforcementMetrics,
         clock: Callable[[], float],
         ledger: DecisionLedger | None = None,
+        watched: WatchedTopics | None = None,
+        refresh_configs: Callable[[], Awaitable[bool]] | None = None,
     ) -> None:
         self.settings = settings
+        self._watched = watched  # None: the view covers the whole cluster
         self._ledger = ledger  # None: off, and nothing below costs anything
         self._store = store
         self._refresh = refresh
+        # None: a rejection is never held for min.insync.replicas (the view has them all)
+        self._refresh_configs = refresh_configs
         self._transform = response_transform
         self._metrics = metrics
         self._clock = clock
@@ -107,11 +118,16 @@ class RackEnforcer:
             return Forward(frame, acks != 0, self._transform)
         header = parse_request_header(frame)
         request = walk_produce_request(frame, header)
+        if self._watched is not None:
+            self._watched.use([t.key for t in request.topics])
         now = self._clock()
         view = self._store.view
         decisions = decide_known(request, view, rule, now)
         if decisions is None:  # the view lacks a partition the request names
             return self._after_refresh(settings, client, frame, header, request)
+        if self._refresh_configs is not None and _rejected_without_min_isr(decisions):
+            return self._after_configs(self._refresh_configs, settings, client, frame, header,
+                                       request)
         return self._act(settings, client, frame, header, request, now, view, decisions)
 
     async def _after_refresh(
@@ -131,6 +147,31 @@ class RackEnforcer:
         if not refreshed:
             log.info("metadata refresh for an unknown partition failed or took longer than "
                      "%.1fs: deciding as on stale metadata", settings.unknown_wait_s)
+        now = self._clock()
+        view = self._store.view
+        decisions = decide(request, view, settings.rule, now, unknown_verified=refreshed)
+        if (refreshed and self._refresh_configs is not None
+                and _rejected_without_min_isr(decisions)):
+            return await self._after_configs(self._refresh_configs, settings, client, frame,
+                                             header, request)
+        return self._act(settings, client, frame, header, request, now, view, decisions)
+
+    async def _after_configs(
+        self,
+        refresh_configs: Callable[[], Awaitable[bool]],
+        settings: EnforcementSettings,
+        client: ClientInfo,
+        frame: memoryview,
+        header: RequestHeader,
+        request: ProduceRequest,
+    ) -> Action:
+        """Decide again once the topics' min.insync.replicas are read (bounded like a
+        refresh; on failure or timeout, decided on what the view holds, as before)."""
+        try:
+            async with asyncio.timeout(settings.unknown_wait_s):
+                refreshed = await asyncio.shield(refresh_configs())
+        except TimeoutError:
+            refreshed = False
         now = self._clock()
         view = self._store.view
         decisions = decide(request, view, settings.rule, now, unknown_verified=refreshed)
@@ -188,3 +229,12 @@ class RackEnforcer:
             code = settings.dedicated_code
         return PartitionResult(index=decision.partition, error_code=code,
                                error_message=decision.message())
+
+
+def _rejected_without_min_isr(decisions: list[Decision]) -> bool:
+    """A rack rejection of a partition whose topic's min.insync.replicas is unknown: the
+    broker's replica count, checked first, might refuse it instead."""
+    for d in decisions:
+        if d.verdict is Verdict.NOT_ENOUGH_RACKS and d.min_insync_replicas is None:
+            return True
+    return False

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import NoDecode
@@ -85,6 +85,18 @@ class RelayFields(BaseModel):
         default=2_000,
         ge=100,
         description="Interval of the proxy's own Metadata poll of the cluster",
+    )
+    view_scope: Literal["watched", "cluster"] = Field(
+        default="watched",
+        description="watched: the proxy's view and polls cover the topics its clients "
+        "use (a sidecar; cost per watched partition); cluster: every topic (a shared "
+        "gateway, placement metrics; cost per cluster partition)",
+    )
+    watch_idle_ms: int = Field(
+        default=600_000,
+        ge=1_000,
+        description="A topic no request has named for this long leaves the watched set "
+        "(view_scope watched)",
     )
 
     @field_validator("upstream", mode="before")

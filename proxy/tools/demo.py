@@ -59,6 +59,8 @@ async def run_demo(ports: DemoPorts = DemoPorts(), out: TextIO = sys.stdout) -> 
         "metrics_port": ports.metrics,
         "min_insync_racks": 2,
         "metadata_refresh_interval_ms": 500,
+        # the demo prints the ISR before any client has used the topic: the whole view
+        "view_scope": "cluster",
         "log_level": "ERROR",
     })
     configure_logging("ERROR", "text", out)

@@ -54,7 +54,9 @@ REJECTED = {"topic": "orders", "decision": "rejected", "reason": "NOT_ENOUGH_RAC
 async def test_outage_shows_in_metrics_and_staleness_in_readyz(rig: Rig) -> None:
     cluster = await rig.start_cluster()
     clock = SteppedClock()
-    app = rig.app(clock, upstream=f"127.0.0.1:{cluster.port_of(1)}", metrics_port=0,
+    # whole-cluster coverage figures: view_scope "cluster" (a sidecar's covers its topics)
+    app = rig.app(clock, view_scope="cluster", upstream=f"127.0.0.1:{cluster.port_of(1)}",
+                  metrics_port=0,
                   max_metadata_age_ms=400, admin_connect_timeout_ms=50,
                   admin_request_timeout_ms=100, metadata_hedge_delay_ms=20)
     await app.start()
@@ -143,7 +145,7 @@ async def test_not_ready_before_any_metadata_and_unknown_paths(rig: Rig) -> None
 
 async def test_partition_series_all_exports_healthy_partitions(rig: Rig) -> None:
     await rig.start_cluster()
-    app = rig.app(metrics_port=0, metrics_partition_series="all")
+    app = rig.app(metrics_port=0, view_scope="cluster", metrics_partition_series="all")
     await app.start()
     samples = await scrape(app)
     for p in ("0", "1", "2"):

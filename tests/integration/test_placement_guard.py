@@ -39,7 +39,7 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ThreadedClus
     cluster = ks.start_cluster(ks.topic("existing", partitions=2, rf=2))
     metrics_port = free_port()
     proxy = ks.KipProxy(cluster, tmp_path_factory.mktemp("placement"), min_insync_racks=2,
-                        extra=("--metrics-port", str(metrics_port)))
+                        extra=("--metrics-port", str(metrics_port), "--view-scope", "cluster"))
     try:
         proxy.start()
         yield cluster, proxy, metrics_port

@@ -185,7 +185,8 @@ def test_prometheus_scrapes_rackguard(services: dict[str, dict[str, Any]]) -> No
 
 
 def exported_names() -> set[str]:
-    app = Rackguard(load_settings({"upstream": "127.0.0.1:9"}))
+    # as the compose file runs it: the whole-cluster view (placement metrics exported)
+    app = Rackguard(load_settings({"upstream": "127.0.0.1:9", "view_scope": "cluster"}))
     locality = CollectorRegistry()  # what a proxy with client_rack adds (at start)
     LocalityMetrics(locality, "rack-a", "fill", ClusterView)
     text = app.metrics_text().decode() + generate_latest(locality).decode()

@@ -507,3 +507,38 @@ def test_settings_can_be_replaced() -> None:
         unknown_wait_s=0.05))
     action = play(frame, 9)
     assert isinstance(action, Forward) and action.frame is frame
+
+
+# a rack rejection while min.insync.replicas is unknown (a topic new to the view)
+
+
+def with_config_refresh(play: Playbook, values: dict[str, int]) -> list[int]:
+    """Give the enforcer a min.insync.replicas refresh that applies ``values``."""
+    calls: list[int] = []
+
+    async def refresh_configs() -> bool:
+        calls.append(1)
+        play.store.apply_min_insync_replicas(values)
+        return True
+
+    play.enforcer._refresh_configs = refresh_configs
+    return calls
+
+
+async def test_a_rack_rejection_waits_for_min_insync_replicas_and_the_broker_decides() -> None:
+    play = Playbook()
+    calls = with_config_refresh(play, {"audit": 3})  # 2 and 1 in-sync members: below 3
+    pending = play(produce(9, [("audit", [0, 1])]), 9)
+    assert inspect.isawaitable(pending)
+    action = await pending
+    assert calls == [1]
+    assert isinstance(action, Forward)  # the broker answers NOT_ENOUGH_REPLICAS itself
+    assert play.count("audit", "forwarded", "below_min_isr") == 2
+
+
+async def test_a_rack_rejection_with_a_known_min_insync_replicas_is_not_held() -> None:
+    play = Playbook()
+    play.store.apply_min_insync_replicas({"audit": 1})
+    calls = with_config_refresh(play, {})
+    action = play(produce(9, [("audit", [0, 1])]), 9)
+    assert isinstance(action, Reply) and calls == []
