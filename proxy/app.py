@@ -180,6 +180,7 @@ class Rackguard:
             earlier = self.server.request_hook(key)
             self.server.set_request_hook(key, guard if earlier is None else chain(guard, earlier))
         self._ops_http: OpsHttpServer | None = None
+        self._draining = False  # set on SIGTERM: /readyz answers not ready from then on
         self._background: set[asyncio.Task[None]] = set()
         self.store.subscribe(self._on_view_change)
 
@@ -283,7 +284,9 @@ class Rackguard:
 
     def readiness(self) -> Health:
         """Ready: the last metadata poll succeeded, the view is young enough and the config
-        topic has been read to its end once."""
+        topic has been read to its end once; not while draining."""
+        if self._draining:
+            return Health(False, "draining: stopping after the requests in flight")
         return self.admin.health(readiness(self.store.view, self.poller.last_error,
                                            self.clock(),
                                            self.enforcer.settings.rule.max_metadata_age_s))
@@ -331,18 +334,22 @@ class Rackguard:
         if not task.cancelled() and task.exception() is not None:
             log.error("opening broker listeners failed: %s", task.exception())
 
-    async def stop(self) -> None:
+    async def stop(self) -> str:
+        """Drain the clients' connections first (their in-flight decisions still have the
+        poller and the config topic), then stop the rest. Returns the drain's outcome."""
+        self._draining = True
+        result = await self.server.stop()
         for task in list(self._background):
             task.cancel()
         await self.admin.stop()
         await self.poller.stop()
-        await self.server.stop()
         if self.ledger is not None:
             self.ledger.seal()  # the rows encoded on this loop since the last seal
             await asyncio.to_thread(self.ledger.stop)  # writes what is queued, then closes
         if self._ops_http is not None:
             await asyncio.to_thread(self._ops_http.stop)  # waits for its serve loop
             self._ops_http = None
+        return result
 
     def reload(self, new: Settings) -> bool:
         """Apply the reloadable part of ``new``; refuse it whole if it cannot hold."""
@@ -388,6 +395,6 @@ class Rackguard:
         loop.add_signal_handler(signal.SIGHUP, on_hup)
         await self.start()
         await stop.wait()
-        log.info("signal received: stopping (up to %.1f s for in-flight requests)",
-                 self.settings.shutdown_timeout_ms / 1000)
+        log.info("signal received: draining (up to %.1f s for in-flight requests)",
+                 self.settings.drain_timeout_ms / 1000)
         await self.stop()

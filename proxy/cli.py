@@ -27,6 +27,8 @@ def _version() -> str:
 
 # Flags whose names predate the rule "--" + the setting's name in kebab case.
 FLAG_NAMES = {"listen_host": "--listen", "broker_racks": "--broker-rack"}
+# Earlier names of renamed settings' flags, still accepted (not shown in --help).
+FLAG_ALIASES = {"--shutdown-timeout-ms": "drain_timeout_ms"}
 
 
 def _metavar(name: str, annotation: Any) -> str:
@@ -65,6 +67,9 @@ def serve_flags() -> dict[str, tuple[str, dict[str, Any]]]:
             options = {"type": kind, "help": text,
                        "metavar": extra.get("metavar") or _metavar(name, annotation)}
         flags[flag] = (name, options)
+    for alias, name in FLAG_ALIASES.items():
+        flags[alias] = (name, {**flags[FLAG_NAMES.get(name, "--" + name.replace("_", "-"))][1],
+                               "help": argparse.SUPPRESS})
     return flags
 
 

@@ -1,4 +1,4 @@
-"""Operations' settings: the metrics endpoint, the decision ledger, logging."""
+"""Operations' settings: the metrics endpoint, the decision ledger, logging, the drain."""
 
 from __future__ import annotations
 
@@ -60,6 +60,13 @@ class OpsFields(BaseModel):
     )
     log_format: Literal["text", "json"] = Field(
         default="text", description="Log line format: human-readable text or JSON"
+    )
+    drain_timeout_ms: int = Field(
+        default=10_000,
+        ge=0,
+        description="On SIGTERM/SIGINT the proxy stops accepting and reading requests, "
+        "answers those in flight and closes each connection once answered; past this, the "
+        "rest are closed and it exits (keep terminationGracePeriodSeconds above it)",
     )
 
     @field_validator("log_level", mode="before")

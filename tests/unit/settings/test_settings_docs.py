@@ -84,3 +84,9 @@ def test_every_line_of_the_example_is_valid_when_uncommented(tmp_path: Path) -> 
     every.write_text("\n".join(lines))
     settings = load_settings(config_file=every, env={})
     assert settings.ledger_dir is not None and settings.topic_min_insync_racks == {"payments": 3}
+
+
+def test_the_earlier_shutdown_flag_sets_the_drain_timeout() -> None:
+    args = build_parser().parse_args(["serve", "--upstream", "a:1",
+                                      "--shutdown-timeout-ms", "2500"])
+    assert settings_from_args(args).drain_timeout_ms == 2500
