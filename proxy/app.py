@@ -14,6 +14,7 @@ import signal
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
@@ -31,6 +32,7 @@ from proxy.ledger.recorder import ledger_from_settings
 from proxy.locality.hooks import RackHints
 from proxy.locality.metrics import LocalityMetrics
 from proxy.locality.source import RackSourceError, resolve_client_rack
+from proxy.ops.config_watch import FileWatch
 from proxy.ops.health import Health, LoopProbe, readiness
 from proxy.ops.http_endpoints import OpsHttpServer
 from proxy.ops.kip_metrics import RackCoverageCollector
@@ -265,7 +267,8 @@ class Rackguard:
             self.ledger.start()
         if self.settings.metrics_port is not None:
             self._ops_http = OpsHttpServer(
-                self.settings.listen_host, self.settings.metrics_port, self.metrics_text,
+                self.settings.metrics_host or self.settings.listen_host,
+                self.settings.metrics_port, self.metrics_text,
                 alive=LoopProbe(asyncio.get_running_loop()), ready=self.readiness)
             self._ops_http.start()
             log.info("metrics on http://%s:%d/metrics (also /healthz, /readyz)",
@@ -378,22 +381,43 @@ class Rackguard:
                  new.error_mode, new.observe)
         return True
 
-    async def run_until_signalled(self, load: Callable[[], Settings]) -> None:
+    def reload_from(self, load: Callable[[], Settings]) -> None:
+        """SIGHUP, or a new content of the settings file: the certificates and the
+        reloadable settings; settings that do not load are refused, the old stay."""
+        if self.server.tls is not None:
+            self.server.tls.reload()
+        try:
+            self.reload(load())
+        except SettingsError as exc:
+            log.error("reload refused: %s", exc)
+
+    def watch_config(self, path: Path, load: Callable[[], Settings]) -> None:
+        """Reload when the settings file's content changes (a mounted ConfigMap), checked
+        every ``config_watch_interval_ms``; 0 turns the watch off."""
+        interval = self.settings.config_watch_interval_ms / 1000
+        if interval <= 0:
+            return
+        watch = FileWatch(path)
+
+        async def watching() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                if watch.changed():
+                    log.info("%s changed: reloading", path)
+                    self.reload_from(load)
+
+        self._keep(watching())
+
+    async def run_until_signalled(self, load: Callable[[], Settings],
+                                  config_file: Path | None = None) -> None:
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-
-        def on_hup() -> None:
-            if self.server.tls is not None:
-                self.server.tls.reload()
-            try:
-                self.reload(load())
-            except SettingsError as exc:
-                log.error("reload refused: %s", exc)
-
-        loop.add_signal_handler(signal.SIGHUP, on_hup)
+        loop.add_signal_handler(signal.SIGHUP, lambda: self.reload_from(load))
         await self.start()
+        if config_file is not None:
+            self.watch_config(config_file, load)
         await stop.wait()
         log.info("signal received: draining (up to %.1f s for in-flight requests)",
                  self.settings.drain_timeout_ms / 1000)

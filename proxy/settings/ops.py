@@ -19,6 +19,12 @@ class OpsFields(BaseModel):
         le=MAX_PORT,
         description="Port of the Prometheus /metrics endpoint on listen_host (unset: off)",
     )
+    metrics_host: str | None = Field(
+        default=None,
+        description="Address the operations endpoint (/metrics, /healthz, /readyz) binds "
+        "to (default: listen_host); in a pod, 0.0.0.0 for the kubelet's probes and "
+        "Prometheus while the Kafka listeners stay on 127.0.0.1",
+    )
     metrics_partition_series: Literal["all", "at_or_under", "none"] = Field(
         default="at_or_under",
         description="Per-partition rack series on /metrics: all partitions, only those at "
@@ -60,6 +66,12 @@ class OpsFields(BaseModel):
     )
     log_format: Literal["text", "json"] = Field(
         default="text", description="Log line format: human-readable text or JSON"
+    )
+    config_watch_interval_ms: int = Field(
+        default=5_000,
+        ge=0,
+        description="How often the --config file is checked for a new content, applied as "
+        "on SIGHUP (a mounted ConfigMap's change without a restart; 0: only on SIGHUP)",
     )
     drain_timeout_ms: int = Field(
         default=10_000,
