@@ -82,7 +82,10 @@ def test_every_rendered_object_is_valid_kubernetes(helm: Path, name: str) -> Non
 
 
 def test_the_required_values_say_what_is_missing(helm: Path) -> None:
-    done = run_helm(helm, "template", "rackguard", str(CHART))
+    done = run_helm(helm, "template", "rackguard", str(CHART), "--set", "upstream=k:9092")
+    assert done.returncode != 0 and "workload.selector: the labels" in done.stderr
+    done = run_helm(helm, "template", "rackguard", str(CHART),
+                    "--set", "workload.selector.app=a")
     assert done.returncode != 0 and "upstream: the Kafka cluster's bootstrap" in done.stderr
     done = run_helm(helm, "template", "rackguard", str(CHART), "-f", str(VALUES["default"]),
                     "--set", "terminationGracePeriodSeconds=5")

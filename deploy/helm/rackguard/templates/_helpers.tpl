@@ -25,7 +25,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 app.kubernetes.io/name: {{ default .Chart.Name .Values.workload.name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- else -}}
-{{- required "workload.selector: the labels of the workload's pods (for the PodMonitor)" .Values.workload.selector | toYaml -}}
+{{- if empty .Values.workload.selector -}}
+{{- fail "workload.selector: the labels of the workload's pods (for the PodMonitor)" -}}
+{{- end -}}
+{{- .Values.workload.selector | toYaml -}}
 {{- end -}}
 {{- end -}}
 
@@ -48,12 +51,19 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
+{{- define "rackguard.checkGrace" -}}
+{{- if le (int .Values.terminationGracePeriodSeconds) (int .Values.drainTimeoutSeconds) -}}
+{{- fail "terminationGracePeriodSeconds must exceed drainTimeoutSeconds (the application stops first, then the sidecar drains)" -}}
+{{- end -}}
+{{- end -}}
+
 {{/* rackguard.toml: every setting the chart sets (docs/settings.md). */}}
 {{- define "rackguard.toml" -}}
 {{- $v := .Values -}}
+{{- include "rackguard.checkGrace" . -}}
 ## rackguard's settings, from the Helm chart's values (reloaded when this file changes:
 ## the rule's settings apply at once; others need a restart, as the log says)
-upstream = {{ splitList "," (required "upstream: the Kafka cluster's bootstrap address(es)" $v.upstream) | toJson }}
+upstream = {{ splitList "," (nospace (required "upstream: the Kafka cluster's bootstrap address(es)" $v.upstream)) | toJson }}
 listen_host = "127.0.0.1"
 advertised_host = "127.0.0.1"
 bootstrap_port = {{ $v.ports.bootstrap | int }}
@@ -255,7 +265,5 @@ sasl_oauthbearer_token_file = {{ printf "/etc/rackguard/sasl-token/%s" $v.sasl.t
 serviceAccountName: {{ include "rackguard.serviceAccountName" . }}
 {{- end }}
 terminationGracePeriodSeconds: {{ .Values.terminationGracePeriodSeconds | int }}
-{{- if le (int .Values.terminationGracePeriodSeconds) (int .Values.drainTimeoutSeconds) }}
-{{- fail "terminationGracePeriodSeconds must exceed drainTimeoutSeconds (the application stops first, then the sidecar drains)" }}
-{{- end }}
+{{- include "rackguard.checkGrace" . }}
 {{- end -}}
