@@ -95,16 +95,16 @@ class ProxyMetrics:
             ["limit"],
             registry=r,
         )
+        self.tls_reloads = Counter(
+            "rackguard_tls_reloads",
+            "Reloads of the listeners' certificate, by result (a failed one keeps the old)",
+            ["result"],
+            registry=r,
+        )
         self.drains = Counter(
             "rackguard_drain",
             "Drains on SIGTERM/SIGINT by outcome: clean (every request read was answered "
             "before its connection closed) or timeout (drain_timeout_ms cut some off)",
-            ["result"],
-            registry=r,
-        )
-        self.tls_reloads = Counter(
-            "rackguard_tls_reloads",
-            "Reloads of the listeners' certificate, by result (a failed one keeps the old)",
             ["result"],
             registry=r,
         )
