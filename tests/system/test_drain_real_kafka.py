@@ -20,8 +20,6 @@ Needs the local cluster (tests/system/cluster.py), where the proxy can be restar
 from __future__ import annotations
 
 import os
-import re
-import signal
 import subprocess
 import threading
 import time
@@ -33,6 +31,7 @@ import pytest
 
 from tests.integration.harness.java import JavaClient, parse_result
 from tests.integration.harness.procs import RackguardProxy
+from tests.integration.harness.restart import restart
 from tests.integration.harness.streams import rdkafka_stream
 from tests.system.cluster import BROKER_RACKS
 
@@ -83,26 +82,6 @@ def lines(path: Path) -> int:
         return 0
 
 
-def restart(proxy: RackguardProxy, generation: int, log_dir: Path) -> tuple[float, str]:
-    """SIGTERM, wait for the exit, start again on the same ports: (seconds the old process
-    took to exit, its drain result from its log)."""
-    assert proxy.proc is not None
-    began = time.monotonic()
-    os.kill(proxy.proc.pid, signal.SIGTERM)
-    try:
-        code = proxy.proc.wait(DRAIN_MS / 1000 + 10)
-    except subprocess.TimeoutExpired:
-        proxy.stop(grace=0)
-        raise AssertionError(f"the proxy did not exit after SIGTERM\n{proxy.log_tail()}"
-                             ) from None
-    took = time.monotonic() - began
-    assert code == 0, proxy.log_tail()
-    drained = re.findall(r"stopped \(drain (\w+)\)", proxy.log_tail(4000))
-    proxy.log_path = log_dir / f"rackguard-{generation}.log"
-    proxy.start()
-    return took, drained[-1] if drained else "?"
-
-
 def test_restarts_under_producers_lose_nothing(
     rig: SystemRig, java_client: JavaClient, tmp_path: Path
 ) -> None:
@@ -139,7 +118,8 @@ def test_restarts_under_producers_lose_nothing(
             began = time.monotonic()
             for n in range(1, RESTARTS + 1):  # evenly spread, none in the last stretch
                 time.sleep(max(0.0, began + n * SECONDS / (RESTARTS + 1.5) - time.monotonic()))
-                exits.append(restart(proxy, n, tmp_path))
+                exits.append(restart(proxy, tmp_path / f"rackguard-{n}.log",
+                                     DRAIN_MS / 1000))
             rd.join(SECONDS + 200)
             out, err = java.communicate(timeout=SECONDS + 200)
         result = parse_result(out)
