@@ -61,8 +61,8 @@ def test_sigterm_drains_and_a_new_process_takes_over(
         finally:
             stop.set()
             thread.join(90)
-        assert [result for _, result in exits] == ["clean"] * RESTARTS
-        assert all(took < DRAIN_S for took, _ in exits), exits
+        assert [result for _, _, result in exits] == ["clean"] * RESTARTS
+        assert all(took < DRAIN_S for took, _, _ in exits), exits
         assert errors == [] and len(acked) > 100
         assert len(set(acked)) == len(acked)
     finally:

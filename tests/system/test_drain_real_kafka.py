@@ -10,9 +10,10 @@ wait for the process to exit (it must exit by itself, status 0, its drain ``clea
 Then every partition is read back from the beginning, and every record a producer was
 told was acknowledged must be there exactly once, at the offset it was acknowledged at.
 
-The producers' worst stall (the longest time either acknowledged nothing, sampled every
-50 ms) is printed; it is the restart's gap (the old process's drain, the new one's start
-and first metadata poll) plus the client's reconnect back-off.
+The producers' worst stall (the longest time between two consecutive acknowledgements,
+from the time each was acknowledged) is printed, with each restart's two parts: the old
+process's drain and exit, and the new one's start until its port answers; the stall is
+those plus the first metadata poll and the client's reconnect back-off.
 
 Needs the local cluster (tests/system/cluster.py), where the proxy can be restarted.
 """
@@ -44,42 +45,22 @@ RATE = 100  # records per second and producer
 DRAIN_MS = 5000
 
 
-class Stalls:
-    """The longest time a count did not grow, sampled every 50 ms in a thread."""
+class TimedAcks(dict[str, tuple[int, int]]):
+    """librdkafka's acknowledged values, with the time each was acknowledged."""
 
-    def __init__(self, counts: dict[str, object]) -> None:
-        self._counts = counts  # name -> a callable giving the count so far
-        self.worst = dict.fromkeys(counts, 0.0)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[float] = []
 
-    def _watch(self) -> None:
-        last = {name: (-1, time.monotonic()) for name in self._counts}
-        while not self._stop.wait(0.05):
-            now = time.monotonic()
-            for name, count in self._counts.items():
-                n = count()  # type: ignore[operator]
-                seen, since = last[name]
-                if n != seen:
-                    if seen >= 0:
-                        self.worst[name] = max(self.worst[name], now - since)
-                    last[name] = (n, now)
-
-    def __enter__(self) -> Stalls:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
+    def __setitem__(self, key: str, value: tuple[int, int]) -> None:
+        self.times.append(time.time())
+        super().__setitem__(key, value)
 
 
-def lines(path: Path) -> int:
-    try:
-        with open(path, "rb") as f:
-            return sum(1 for _ in f)
-    except FileNotFoundError:
-        return 0
+def worst_gap(times: list[float]) -> float:
+    """The longest time between two consecutive acknowledgements."""
+    ordered = sorted(times)
+    return max((b - a for a, b in zip(ordered, ordered[1:], strict=False)), default=0.0)
 
 
 def test_restarts_under_producers_lose_nothing(
@@ -105,28 +86,27 @@ def test_restarts_under_producers_lose_nothing(
         java_acked = tmp_path / "java-acked.txt"
         java = subprocess.Popen(
             java_client.argv("stream", bootstrap=bootstrap, topic=topic,
-                             seconds=int(SECONDS), rate=RATE, acked=java_acked),
+                             seconds=int(SECONDS), rate=RATE, acked=java_acked, stamped=1),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        rd_acked: dict[str, tuple[int, int]] = {}
+        rd_acked = TimedAcks()
         rd_errors: list[str] = []
         rd = threading.Thread(target=rdkafka_stream,
                               args=(bootstrap, topic, SECONDS, RATE, rd_acked, rd_errors))
         rd.start()
-        exits: list[tuple[float, str]] = []
-        with Stalls({"java": lambda: lines(java_acked), "librdkafka": lambda: len(rd_acked)}
-                    ) as stalls:
-            began = time.monotonic()
-            for n in range(1, RESTARTS + 1):  # evenly spread, none in the last stretch
-                time.sleep(max(0.0, began + n * SECONDS / (RESTARTS + 1.5) - time.monotonic()))
-                exits.append(restart(proxy, tmp_path / f"rackguard-{n}.log",
-                                     DRAIN_MS / 1000))
-            rd.join(SECONDS + 200)
-            out, err = java.communicate(timeout=SECONDS + 200)
+        exits: list[tuple[float, float, str]] = []
+        began = time.monotonic()
+        for n in range(1, RESTARTS + 1):  # evenly spread, none in the last stretch
+            time.sleep(max(0.0, began + n * SECONDS / (RESTARTS + 1.5) - time.monotonic()))
+            exits.append(restart(proxy, tmp_path / f"rackguard-{n}.log", DRAIN_MS / 1000))
+        rd.join(SECONDS + 200)
+        out, err = java.communicate(timeout=SECONDS + 200)
         result = parse_result(out)
         assert result is not None, err[-3000:]
 
-        acked = {v: (int(p), int(o)) for v, p, o in
-                 (line.split() for line in java_acked.read_text().splitlines())}
+        rows = [line.split() for line in java_acked.read_text().splitlines()]
+        acked = {v: (int(p), int(o)) for v, p, o, _ in rows}
+        stalls = {"Java": worst_gap([int(ms) / 1000 for *_, ms in rows]),
+                  "librdkafka": worst_gap(rd_acked.times)}
         assert len(acked) == result["acked"]
         acked.update(rd_acked)
         found = read_all(bootstrap, topic)
@@ -136,16 +116,16 @@ def test_restarts_under_producers_lose_nothing(
         twice = [v for v in acked if counts[v] > 1]
         moved = [v for v, at in acked.items() if counts[v] == 1 and where[v] != at]
         print(f"drain: {RESTARTS} restarts (SIGTERM to exit: "
-              f"{', '.join(f'{t:.2f}' for t, _ in exits)} s; drains "
-              f"{dict(Counter(r for _, r in exits))}); {len(acked)} acknowledged "
+              f"{', '.join(f'{t:.2f}' for t, _, _ in exits)} s; exit to the new process's "
+              f"port: {', '.join(f'{s:.2f}' for _, s, _ in exits)} s; drains "
+              f"{dict(Counter(r for _, _, r in exits))}); {len(acked)} acknowledged "
               f"({result['acked']} Java, {len(rd_acked)} librdkafka; not acknowledged: "
               f"{result['failed']} Java, {len(rd_errors)} librdkafka), {len(found)} read back, "
               f"{len(lost)} lost, {len(twice)} doubled, {len(moved)} moved; worst stall: "
-              f"Java {stalls.worst['java']:.2f} s, librdkafka "
-              f"{stalls.worst['librdkafka']:.2f} s")
+              f"Java {stalls['Java']:.2f} s, librdkafka {stalls['librdkafka']:.2f} s")
         assert (lost, twice, moved) == ([], [], []), (len(lost), len(twice), len(moved))
-        assert [r for _, r in exits] == ["clean"] * RESTARTS
-        assert all(t < DRAIN_MS / 1000 + 5 for t, _ in exits)
+        assert [r for _, _, r in exits] == ["clean"] * RESTARTS
+        assert all(t < DRAIN_MS / 1000 + 5 for t, _, _ in exits)
         assert result["acked"] > 0.8 * RATE * SECONDS and len(rd_acked) > 0.8 * RATE * SECONDS, (
             result, len(rd_acked), rd_errors[:5])
     finally:

@@ -13,9 +13,11 @@ from pathlib import Path
 from .procs import RackguardProxy
 
 
-def restart(proxy: RackguardProxy, log_path: Path, drain_s: float) -> tuple[float, str]:
-    """(seconds from SIGTERM to the old process's exit, its drain's outcome from its log);
-    the old process must exit by itself with status 0 within ``drain_s`` + 10 s."""
+def restart(proxy: RackguardProxy, log_path: Path, drain_s: float
+            ) -> tuple[float, float, str]:
+    """(seconds from SIGTERM to the old process's exit, from then until the new one's
+    bootstrap port answers, the old one's drain outcome from its log); the old process
+    must exit by itself with status 0 within ``drain_s`` + 10 s."""
     assert proxy.proc is not None
     began = time.monotonic()
     os.kill(proxy.proc.pid, signal.SIGTERM)
@@ -29,5 +31,6 @@ def restart(proxy: RackguardProxy, log_path: Path, drain_s: float) -> tuple[floa
     assert code == 0, proxy.log_tail()
     drained = re.findall(r"stopped \(drain (\w+)\)", proxy.log_tail(4000))
     proxy.log_path = log_path
+    began = time.monotonic()
     proxy.start()
-    return took, drained[-1] if drained else "?"
+    return took, time.monotonic() - began, drained[-1] if drained else "?"
