@@ -230,6 +230,8 @@ class ClientConnection(asyncio.BufferedProtocol):
         """The proxy is stopping: read no further request from the client, answer those
         already read, then close (at once when none is in flight). A request the client
         sent that was not read yet was never forwarded: the client retries it elsewhere."""
+        if self._closed:
+            return
         self._draining = True
         self._pause_client("draining")
         self._close_if_drained()

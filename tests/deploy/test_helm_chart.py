@@ -165,14 +165,27 @@ def test_secrets_are_files_never_environment_or_arguments(helm: Path) -> None:
 
 
 def test_the_zone_lookup_has_a_read_only_role_on_nodes(helm: Path) -> None:
+    # by default the workload keeps its own ServiceAccount; the role is bound to it
     docs = objects(render(helm, VALUES["default"]))
     (role,) = by_kind(docs, "ClusterRole")
     assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]
+    (binding,) = by_kind(docs, "ClusterRoleBinding")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "default",
+                                    "namespace": "apps"}]
+    assert not by_kind(docs, "ServiceAccount")
+    (patch,) = objects(render(helm, VALUES["default"], "--set", "sidecarPatch=true"))
+    assert "serviceAccountName" not in patch["spec"]["template"]["spec"]
+    # or the release makes one, and the pods run as it
+    docs = objects(render(helm, VALUES["default"], "--set", "serviceAccount.create=true"))
     (binding,) = by_kind(docs, "ClusterRoleBinding")
     (account,) = by_kind(docs, "ServiceAccount")
     assert binding["subjects"] == [{"kind": "ServiceAccount",
                                     "name": account["metadata"]["name"],
                                     "namespace": "apps"}]
+    (patch,) = objects(render(helm, VALUES["default"], "--set", "sidecarPatch=true",
+                              "--set", "serviceAccount.create=true"))
+    assert patch["spec"]["template"]["spec"]["serviceAccountName"] == \
+        account["metadata"]["name"]
     # the downward-API source needs neither
     docs = objects(render(helm, VALUES["workload"]))
     assert not by_kind(docs, "ClusterRole") and not by_kind(docs, "ServiceAccount")
@@ -188,7 +201,7 @@ def test_the_patch_adds_the_same_sidecar_as_the_created_workload(helm: Path) -> 
     created = deployment["spec"]["template"]["spec"]
     assert pod["initContainers"] == created["initContainers"]
     assert pod["volumes"] == created["volumes"]
-    assert pod["serviceAccountName"] == created["serviceAccountName"]
+    assert pod.get("serviceAccountName") == created.get("serviceAccountName")
     assert pod["terminationGracePeriodSeconds"] == created["terminationGracePeriodSeconds"]
 
 

@@ -29,6 +29,12 @@ EXPLAINED = {
     "CKV_K8S_8": "Liveness Probe: the example application container has none (a stand-in "
                  "for the user's own); the sidecar has startup, readiness and liveness",
     "CKV_K8S_9": "Readiness Probe: as CKV_K8S_8, the example application container's",
+    "CKV_K8S_42": "default service account used: by default the node-zone role is bound "
+                  "to the workload's own ServiceAccount, \"default\" unless named "
+                  "(serviceAccount.name), so the patch does not change the account the "
+                  "application runs as; name the workload's own account, let the chart "
+                  "make one (serviceAccount.create), or take the zone from the downward API "
+                  "(zone.source: downward, no RBAC)",
     "CKV2_K8S_6": "NetworkPolicy: the pod is the user's workload, whose own traffic a "
                   "policy from this chart would restrict; the sidecar's Kafka listeners "
                   "bind to 127.0.0.1 only, its metrics port serves probes and Prometheus",

@@ -16,7 +16,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{- define "rackguard.serviceAccountName" -}}
-{{- default (include "rackguard.fullname" .) .Values.serviceAccount.name -}}
+{{- if .Values.serviceAccount.create -}}
+{{- include "rackguard.fullname" . -}}
+{{- else -}}
+{{- required "serviceAccount.name: the workload's ServiceAccount" .Values.serviceAccount.name -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The pods rackguard runs in: the created workload's, or workload.selector. */}}
@@ -258,10 +262,10 @@ sasl_oauthbearer_token_file = {{ printf "/etc/rackguard/sasl-token/%s" $v.sasl.t
 {{- end }}
 {{- end -}}
 
-{{/* What the pod needs besides its containers: the ServiceAccount (for the zone) and
-     a grace period covering the drain. */}}
+{{/* What the pod needs besides its containers: the release's ServiceAccount (when it
+     makes one, for the zone) and a grace period covering the drain. */}}
 {{- define "rackguard.podSpecExtras" -}}
-{{- if eq .Values.zone.source "api" }}
+{{- if and .Values.serviceAccount.create (eq .Values.zone.source "api") }}
 serviceAccountName: {{ include "rackguard.serviceAccountName" . }}
 {{- end }}
 terminationGracePeriodSeconds: {{ .Values.terminationGracePeriodSeconds | int }}
