@@ -254,3 +254,17 @@ def test_the_plain_manifest_is_the_charts_render(helm: Path) -> None:
     assert PLAIN.read_text() == expected, (
         f"{PLAIN.relative_to(tools.REPO)} is not the chart's render: regenerate it "
         "(see its header)")
+
+
+def test_extra_settings_reach_the_proxy(helm: Path, tmp_path: Path) -> None:
+    docs = objects(render(helm, VALUES["default"], "--set", "extraSettings.log_level=DEBUG",
+                          "--set", "extraSettings.max_metadata_age_ms=20000",
+                          "--set", "extraSettings.broker_racks.7=rack-c",
+                          "--set", "ruleMode=observe", "--set", "zone.source=off"))
+    path = tmp_path / "rackguard.toml"
+    path.write_text(toml_of(docs))
+    s = load_settings(config_file=path, env={})
+    assert s.log_level == "DEBUG" and s.max_metadata_age_ms == 20_000
+    assert dict(s.broker_racks) == {7: "rack-c"} and s.observe is True
+    assert s.client_rack_command is None and s.client_rack_file is None
+    assert not by_kind(docs, "ClusterRole")
