@@ -117,3 +117,29 @@ async def test_pipelined_requests_read_before_the_drain_are_all_answered(  # typ
     assert await client.closed()
     assert await asyncio.wait_for(draining, 5) == "clean"
     assert [r.correlation_id for r in broker.received] == list(range(10, 15))
+
+
+async def test_a_tls_connection_drains_the_same_way(  # type: ignore[no-untyped-def]
+    make_proxy, tmp_path
+) -> None:
+    import ssl
+
+    from tests.tls_certs import make_pki
+
+    pki = make_pki(tmp_path, "proxy")
+    arrived, release, handler = held_broker()
+    server, _ = await make_proxy(handler, settings={"tls_cert": str(pki.cert),
+                                                    "tls_key": str(pki.key)})
+    ctx = ssl.create_default_context(cafile=str(pki.ca_file))
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.bootstrap_port,
+                                                   ssl=ctx, server_hostname="localhost")
+    writer.write(opaque_request(HEARTBEAT, 0, 21))
+    await asyncio.wait_for(arrived.wait(), 5)
+    draining = asyncio.ensure_future(server.stop(timeout=10))
+    await asyncio.sleep(0.05)
+    release.set()
+    answer = await asyncio.wait_for(reader.read(1 << 16), 5)
+    assert corr_of(answer) == 21
+    assert await asyncio.wait_for(reader.read(1 << 16), 5) == b""  # then closed
+    assert await asyncio.wait_for(draining, 5) == "clean"
+    writer.close()
