@@ -26,20 +26,29 @@ CHECKOV_VERSION = "3.3.30"
 BUILD_TIMEOUT_S = 1800
 
 
+def cache() -> Path:
+    return CACHE
+
+
 def _locked(name: str) -> int:
-    CACHE.mkdir(exist_ok=True)
-    fd = os.open(CACHE / f".{name}.lock", os.O_CREAT | os.O_RDWR)
+    cache().mkdir(exist_ok=True)
+    fd = os.open(cache() / f".{name}.lock", os.O_CREAT | os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)
     return fd
 
 
+def find_go() -> str | None:
+    """The go command: on PATH, or where the official archive installs it."""
+    return shutil.which("go") or next(
+        (str(p) for p in (Path("/usr/local/go/bin/go"),) if p.is_file()), None)
+
+
 def helm() -> Path | str:
     """The helm binary, built once; or why there is none."""
-    target = CACHE / "helm" / HELM_VERSION / "helm"
+    target = cache() / "helm" / HELM_VERSION / "helm"
     if target.is_file():
         return target
-    go = shutil.which("go") or ("/usr/local/go/bin/go"
-                                if Path("/usr/local/go/bin/go").is_file() else None)
+    go = find_go()
     if go is None:
         return "no Go toolchain: helm is built from the Go module proxy (install Go)"
     fd = _locked("helm")
@@ -59,7 +68,7 @@ def helm() -> Path | str:
 
 def checkov() -> Path | str:
     """The checkov command in its own virtual environment, installed once; or why not."""
-    venv = CACHE / f"checkov-{CHECKOV_VERSION}"
+    venv = cache() / f"checkov-{CHECKOV_VERSION}"
     target = venv / "bin" / "checkov"
     marker = venv / ".installed"
     if marker.is_file():
