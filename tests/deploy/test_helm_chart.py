@@ -202,7 +202,10 @@ def test_the_patch_adds_the_same_sidecar_as_the_created_workload(helm: Path) -> 
     assert pod["initContainers"] == created["initContainers"]
     assert pod["volumes"] == created["volumes"]
     assert pod.get("serviceAccountName") == created.get("serviceAccountName")
-    assert pod["terminationGracePeriodSeconds"] == created["terminationGracePeriodSeconds"]
+    assert pod.get("terminationGracePeriodSeconds") == \
+        created.get("terminationGracePeriodSeconds")
+    # unset, the patch leaves the Deployment's own grace period alone
+    assert "terminationGracePeriodSeconds" not in pod
 
 
 def test_alerts_and_dashboard_come_from_their_one_source(helm: Path) -> None:

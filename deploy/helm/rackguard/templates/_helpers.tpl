@@ -56,7 +56,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{- define "rackguard.checkGrace" -}}
-{{- if le (int .Values.terminationGracePeriodSeconds) (int .Values.drainTimeoutSeconds) -}}
+{{- $grace := .Values.terminationGracePeriodSeconds | default 30 -}}
+{{- if le (int $grace) (int .Values.drainTimeoutSeconds) -}}
 {{- fail "terminationGracePeriodSeconds must exceed drainTimeoutSeconds (the application stops first, then the sidecar drains)" -}}
 {{- end -}}
 {{- end -}}
@@ -263,11 +264,13 @@ sasl_oauthbearer_token_file = {{ printf "/etc/rackguard/sasl-token/%s" $v.sasl.t
 {{- end -}}
 
 {{/* What the pod needs besides its containers: the release's ServiceAccount (when it
-     makes one, for the zone) and a grace period covering the drain. */}}
+     makes one, for the zone) and, when set, a grace period covering the drain. */}}
 {{- define "rackguard.podSpecExtras" -}}
 {{- if and .Values.serviceAccount.create (eq .Values.zone.source "api") }}
 serviceAccountName: {{ include "rackguard.serviceAccountName" . }}
 {{- end }}
-terminationGracePeriodSeconds: {{ .Values.terminationGracePeriodSeconds | int }}
+{{- with .Values.terminationGracePeriodSeconds }}
+terminationGracePeriodSeconds: {{ . | int }}
+{{- end }}
 {{- include "rackguard.checkGrace" . }}
 {{- end -}}
