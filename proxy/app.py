@@ -14,6 +14,7 @@ import signal
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
@@ -34,6 +35,7 @@ from proxy.ledger.recorder import ledger_from_settings
 from proxy.locality.hooks import RackHints
 from proxy.locality.metrics import LocalityMetrics
 from proxy.locality.source import RackSourceError, resolve_client_rack
+from proxy.ops.config_watch import FileWatch
 from proxy.ops.health import Health, LoopProbe, readiness
 from proxy.ops.http_endpoints import OpsHttpServer
 from proxy.ops.kip_metrics import RackCoverageCollector
@@ -204,6 +206,7 @@ class Rackguard:
             earlier = self.server.request_hook(key)
             self.server.set_request_hook(key, guard if earlier is None else chain(guard, earlier))
         self._ops_http: OpsHttpServer | None = None
+        self._draining = False  # set on SIGTERM: /readyz answers not ready from then on
         self._background: set[asyncio.Task[None]] = set()
         self.store.subscribe(self._on_view_change)
 
@@ -300,7 +303,8 @@ class Rackguard:
             self.ledger.start()
         if self.settings.metrics_port is not None:
             self._ops_http = OpsHttpServer(
-                self.settings.listen_host, self.settings.metrics_port, self.metrics_text,
+                self.settings.metrics_host or self.settings.listen_host,
+                self.settings.metrics_port, self.metrics_text,
                 alive=LoopProbe(asyncio.get_running_loop()), ready=self.readiness)
             self._ops_http.start()
             log.info("metrics on http://%s:%d/metrics (also /healthz, /readyz)",
@@ -322,7 +326,9 @@ class Rackguard:
 
     def readiness(self) -> Health:
         """Ready: the last metadata poll succeeded, the view is young enough and the config
-        topic has been read to its end once."""
+        topic has been read to its end once; not while draining."""
+        if self._draining:
+            return Health(False, "draining: stopping after the requests in flight")
         return self.admin.health(readiness(self.store.view, self.poller.last_error,
                                            self.clock(),
                                            self.enforcer.settings.rule.max_metadata_age_s))
@@ -378,18 +384,22 @@ class Rackguard:
         if not task.cancelled() and task.exception() is not None:
             log.error("opening broker listeners failed: %s", task.exception())
 
-    async def stop(self) -> None:
+    async def stop(self) -> str:
+        """Drain the clients' connections first (their in-flight decisions still have the
+        poller and the config topic), then stop the rest. Returns the drain's outcome."""
+        self._draining = True
+        result = await self.server.stop()
         for task in list(self._background):
             task.cancel()
         await self.admin.stop()
         await self.poller.stop()
-        await self.server.stop()
         if self.ledger is not None:
             self.ledger.seal()  # the rows encoded on this loop since the last seal
             await asyncio.to_thread(self.ledger.stop)  # writes what is queued, then closes
         if self._ops_http is not None:
             await asyncio.to_thread(self._ops_http.stop)  # waits for its serve loop
             self._ops_http = None
+        return result
 
     def reload(self, new: Settings) -> bool:
         """Apply the reloadable part of ``new``; refuse it whole if it cannot hold."""
@@ -418,23 +428,44 @@ class Rackguard:
                  new.error_mode, new.observe)
         return True
 
-    async def run_until_signalled(self, load: Callable[[], Settings]) -> None:
+    def reload_from(self, load: Callable[[], Settings]) -> None:
+        """SIGHUP, or a new content of the settings file: the certificates and the
+        reloadable settings; settings that do not load are refused, the old stay."""
+        if self.server.tls is not None:
+            self.server.tls.reload()
+        try:
+            self.reload(load())
+        except SettingsError as exc:
+            log.error("reload refused: %s", exc)
+
+    def watch_config(self, path: Path, load: Callable[[], Settings]) -> None:
+        """Reload when the settings file's content changes (a mounted ConfigMap), checked
+        every ``config_watch_interval_ms``; 0 turns the watch off."""
+        interval = self.settings.config_watch_interval_ms / 1000
+        if interval <= 0:
+            return
+        watch = FileWatch(path)
+
+        async def watching() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                if watch.changed():
+                    log.info("%s changed: reloading", path)
+                    self.reload_from(load)
+
+        self._keep(watching())
+
+    async def run_until_signalled(self, load: Callable[[], Settings],
+                                  config_file: Path | None = None) -> None:
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-
-        def on_hup() -> None:
-            if self.server.tls is not None:
-                self.server.tls.reload()
-            try:
-                self.reload(load())
-            except SettingsError as exc:
-                log.error("reload refused: %s", exc)
-
-        loop.add_signal_handler(signal.SIGHUP, on_hup)
+        loop.add_signal_handler(signal.SIGHUP, lambda: self.reload_from(load))
         await self.start()
+        if config_file is not None:
+            self.watch_config(config_file, load)
         await stop.wait()
-        log.info("signal received: stopping (up to %.1f s for in-flight requests)",
-                 self.settings.shutdown_timeout_ms / 1000)
+        log.info("signal received: draining (up to %.1f s for in-flight requests)",
+                 self.settings.drain_timeout_ms / 1000)
         await self.stop()

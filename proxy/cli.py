@@ -12,6 +12,7 @@ import asyncio
 import sys
 from collections.abc import Callable, Coroutine
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 from proxy.ops.logs import configure_logging
@@ -27,6 +28,8 @@ def _version() -> str:
 
 # Flags whose names predate the rule "--" + the setting's name in kebab case.
 FLAG_NAMES = {"listen_host": "--listen", "broker_racks": "--broker-rack"}
+# Earlier names of renamed settings' flags, still accepted (not shown in --help).
+FLAG_ALIASES = {"--shutdown-timeout-ms": "drain_timeout_ms"}
 
 
 def _metavar(name: str, annotation: Any) -> str:
@@ -65,6 +68,9 @@ def serve_flags() -> dict[str, tuple[str, dict[str, Any]]]:
             options = {"type": kind, "help": text,
                        "metavar": extra.get("metavar") or _metavar(name, annotation)}
         flags[flag] = (name, options)
+    for alias, name in FLAG_ALIASES.items():
+        flags[alias] = (name, {**flags[FLAG_NAMES.get(name, "--" + name.replace("_", "-"))][1],
+                               "help": argparse.SUPPRESS})
     return flags
 
 
@@ -119,6 +125,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(see its --help)",
         add_help=False,
     )
+    commands.add_parser(
+        "node-zone",
+        help="print the zone label of the Kubernetes node this pod runs on (for "
+        "client_rack_command; see its --help)",
+        add_help=False,
+    )
     demo = commands.add_parser(
         "demo",
         help="see the rack rule work: simulator + proxy + producer, racks down and back",
@@ -142,7 +154,8 @@ def run_loop(main: Coroutine[Any, Any, int]) -> int:
         return runner.run(main)
 
 
-async def _serve(settings: Settings, load: Callable[[], Settings]) -> int:
+async def _serve(settings: Settings, load: Callable[[], Settings],
+                 config_file: str | None = None) -> int:
     from proxy.app import Rackguard, StartupError
     from proxy.security.tls import TlsError
 
@@ -152,7 +165,7 @@ async def _serve(settings: Settings, load: Callable[[], Settings]) -> int:
         print(f"rackguard: refusing to start: TLS: {exc}", file=sys.stderr)
         return 2
     try:
-        await app.run_until_signalled(load)
+        await app.run_until_signalled(load, Path(config_file) if config_file else None)
     except StartupError as exc:
         print(f"rackguard: refusing to start: {exc}", file=sys.stderr)
         return 2
@@ -202,6 +215,10 @@ def _main(argv: list[str]) -> int:
         from proxy.placement.command import main as placement
 
         return placement(argv[1:])
+    if argv[:1] == ["node-zone"]:  # client_rack_command in a pod: loaded only when it runs
+        from proxy.locality.node_zone import main as node_zone
+
+        return node_zone(argv[1:])
     if argv[:1] in (["report"], ["audit"], ["dump-offsets"]):
         from proxy.tools import report_cli
 
@@ -224,7 +241,7 @@ def _main(argv: list[str]) -> int:
                   file=sys.stderr)
             return 2
         configure_logging(settings.log_level, settings.log_format)
-        return run_loop(_serve(settings, lambda: settings_from_args(args)))
+        return run_loop(_serve(settings, lambda: settings_from_args(args), args.config))
     if args.command == "demo":
         from proxy.tools.demo import DemoPorts, run_demo
 

@@ -68,7 +68,9 @@ def resolve_client_rack(
         try:
             text = run(settings.client_rack_command)
         except subprocess.CalledProcessError as exc:
-            raise RackSourceError(f"{origin}: exit status {exc.returncode}") from None
+            said = (exc.stderr or "").strip().splitlines()
+            raise RackSourceError(f"{origin}: exit status {exc.returncode}"
+                                  + (f": {said[-1]}" if said else "")) from None
         except subprocess.TimeoutExpired:
             raise RackSourceError(f"{origin}: no answer within {COMMAND_TIMEOUT_S:g} s"
                                   ) from None

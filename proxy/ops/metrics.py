@@ -101,6 +101,13 @@ class ProxyMetrics:
             ["result"],
             registry=r,
         )
+        self.drains = Counter(
+            "rackguard_drain",
+            "Drains on SIGTERM/SIGINT by outcome: clean (every request read was answered "
+            "before its connection closed) or timeout (drain_timeout_ms cut some off)",
+            ["result"],
+            registry=r,
+        )
         # set once any connection saw one: the upstream answers acks=0 (see connection.py)
         self.upstream_answers_acks0 = False
 

@@ -104,6 +104,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         self._upstream: asyncio.Transport | None = None
         self._read_pauses: set[str] = set()
         self._closed = False
+        self._draining = False  # the proxy is stopping: no further request is read
         self._client_gone = False
         self._unregistered = False
         self._lingering: asyncio.TimerHandle | None = None
@@ -224,6 +225,20 @@ class ClientConnection(asyncio.BufferedProtocol):
     def idle(self) -> bool:
         """True when no request is waiting for an answer or a decision."""
         return not self._queue and not self._held and not self._holding
+
+    def drain(self) -> None:
+        """The proxy is stopping: read no further request from the client, answer those
+        already read, then close (at once when none is in flight). A request the client
+        sent that was not read yet was never forwarded: the client retries it elsewhere."""
+        if self._closed:
+            return
+        self._draining = True
+        self._pause_client("draining")
+        self._close_if_drained()
+
+    def _close_if_drained(self) -> None:
+        if self._draining and not self._closed and self.idle:
+            self.close()  # answers already written are still delivered
 
     # ----- client -> upstream
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -356,6 +371,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         if not self._held:
             self._resume_client("held")
         self._finish_if_client_gone()
+        self._close_if_drained()
 
     def _apply(self, action: Action, api_key: int, api_version: int, corr: int) -> None:
         if isinstance(action, Forward):
@@ -428,6 +444,8 @@ class ClientConnection(asyncio.BufferedProtocol):
                 self._transport.write(ready[0])
             else:
                 self._transport.writelines(ready)
+        if self._draining:
+            self._close_if_drained()
 
     def upstream_lost(self, exc: Exception | None) -> None:
         if self._closed:

@@ -116,6 +116,7 @@ class ProxyServer:
                           if key != ApiKey.API_VERSIONS},
         )
         self._stopping = False
+        self._drained = asyncio.Event()  # set when the last connection closes while stopping
 
     def set_produce_hook(self, hook: RequestHook) -> None:
         """Install the Produce hook (before ``start``: connections keep the hooks they got)."""
@@ -199,6 +200,9 @@ class ProxyServer:
         await asyncio.shield(pending)
 
     async def _bind(self, node_id: int) -> None:
+        if self._stopping:  # draining: no new listener
+            self._binding.pop(node_id, None)
+            return
         port = self.settings.broker_port(node_id)
         loop = asyncio.get_running_loop()
         try:
@@ -215,6 +219,10 @@ class ProxyServer:
             log.error("cannot open the listener for broker %d on %s:%d: %s", node_id,
                       self.settings.listen_host, port, exc)
             raise
+        if self._stopping:  # the drain began while binding
+            self._binding.pop(node_id, None)
+            server.close()
+            return
         self._servers[node_id] = server
         self._binding.pop(node_id, None)
         log.info("listener for broker %d on %s:%d", node_id, self.settings.listen_host, port)
@@ -240,6 +248,8 @@ class ProxyServer:
         self._connections.add(conn)
         self.metrics.connections_open.labels(conn.listener).inc()
         self.metrics.connections_total.labels(conn.listener).inc()
+        if self._stopping:  # a TLS handshake that completed after the drain began
+            asyncio.get_running_loop().call_soon(conn.drain)
 
     def _client_closed(self, conn: ClientConnection) -> None:
         if conn in self._connections:
@@ -247,6 +257,8 @@ class ProxyServer:
             self.metrics.connections_open.labels(conn.listener).dec()
             if conn.admitted is not None:
                 self.connection_limits.release(conn.admitted)
+            if self._stopping and not self._connections:
+                self._drained.set()
 
     async def _connect_upstream(self, client: ClientConnection) -> asyncio.Transport:
         if client.listener == BOOTSTRAP:
@@ -279,22 +291,39 @@ class ProxyServer:
         return self._upstreams[start:] + self._upstreams[:start]
 
     # ----- stop
-    async def stop(self, timeout: float | None = None) -> None:
-        """Stop accepting, let in-flight requests finish (up to ``timeout``), close all."""
+    async def stop(self, timeout: float | None = None) -> str:
+        """Drain, then close: stop accepting; read no further request on any connection;
+        close each connection once the requests it has read are answered (an idle one at
+        once); past ``timeout`` (default ``drain_timeout_ms``) close the rest. Returns the
+        outcome, counted in ``rackguard_drain_total{result}``: ``clean`` (every request
+        read was answered) or ``timeout`` (some were cut off)."""
         if self._stopping:
-            return
+            return "repeated"
         self._stopping = True
-        timeout = self.settings.shutdown_timeout_ms / 1000 if timeout is None else timeout
+        timeout = self.settings.drain_timeout_ms / 1000 if timeout is None else timeout
         for server in self._servers.values():
             server.close()
-        deadline = time.monotonic() + timeout
-        while any(not c.idle for c in self._connections) and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        busy = sum(1 for c in self._connections if not c.idle)
-        if busy:
-            log.warning("stop: closing %d connection(s) with requests still in flight", busy)
         for conn in list(self._connections):
-            conn.close()
-        for server in self._servers.values():
-            await server.wait_closed()
-        log.info("stopped")
+            conn.drain()
+        if self._connections:
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._drained.wait()
+            except TimeoutError:
+                pass
+        busy = len(self._connections)
+        result = "timeout" if busy else "clean"
+        if busy:
+            log.warning("drain: closing %d connection(s) with requests still in flight after "
+                        "%.1f s", busy, timeout)
+            for conn in list(self._connections):
+                conn.close()
+        self.metrics.drains.labels(result).inc()
+        try:  # (from Python 3.12 this also waits for connections a stalled peer holds open)
+            async with asyncio.timeout(1.0):
+                for server in self._servers.values():
+                    await server.wait_closed()
+        except TimeoutError:
+            log.warning("drain: a connection's peer is not reading; exiting without it")
+        log.info("stopped (drain %s)", result)
+        return result

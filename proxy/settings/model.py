@@ -31,6 +31,10 @@ from proxy.settings.rule import RuleFields
 from proxy.settings.security import SecurityFields
 from proxy.settings.values import ENV_PREFIX, SettingsError
 
+# Settings renamed: their earlier names are still read from a TOML file (the new name
+# wins when both are given); in the environment the earlier name is refused, naming the new.
+RENAMED = {"shutdown_timeout_ms": "drain_timeout_ms"}
+
 
 class Settings(SecurityFields, OpsFields, LocalityFields, RuleFields, RelayFields,
                BaseSettings):
@@ -39,6 +43,17 @@ class Settings(SecurityFields, OpsFields, LocalityFields, RuleFields, RelayField
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, frozen=True, extra="forbid", populate_by_name=True
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_names(cls, data: Any) -> Any:
+        if isinstance(data, dict) and any(old in data for old in RENAMED):
+            data = dict(data)
+            for old, new in RENAMED.items():
+                if old in data:
+                    value = data.pop(old)
+                    data.setdefault(new, value)
+        return data
 
     @model_validator(mode="after")
     def _failover_fits_the_age_bound(self) -> Self:
@@ -106,6 +121,10 @@ def load_settings(
         if key.startswith(ENV_PREFIX) and key[len(ENV_PREFIX):].lower() not in Settings.model_fields
     )
     if unknown:
+        earlier = unknown[0][len(ENV_PREFIX):].lower()
+        if earlier in RENAMED:
+            raise SettingsError(f"invalid setting {unknown[0]}: renamed "
+                                f"{ENV_PREFIX}{RENAMED[earlier].upper()}")
         raise SettingsError(f"invalid setting {unknown[0]}: no such setting (a typo?)")
     _TOML_PATH["path"] = path
     try:

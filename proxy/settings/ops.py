@@ -1,4 +1,4 @@
-"""Operations' settings: the metrics endpoint, the decision ledger, logging."""
+"""Operations' settings: the metrics endpoint, the decision ledger, logging, the drain."""
 
 from __future__ import annotations
 
@@ -18,6 +18,12 @@ class OpsFields(BaseModel):
         ge=0,
         le=MAX_PORT,
         description="Port of the Prometheus /metrics endpoint on listen_host (unset: off)",
+    )
+    metrics_host: str | None = Field(
+        default=None,
+        description="Address the operations endpoint (/metrics, /healthz, /readyz) binds "
+        "to (default: listen_host); in a pod, 0.0.0.0 for the kubelet's probes and "
+        "Prometheus while the Kafka listeners stay on 127.0.0.1",
     )
     metrics_partition_series: Literal["all", "at_or_under", "none"] = Field(
         default="at_or_under",
@@ -80,6 +86,19 @@ class OpsFields(BaseModel):
     )
     log_format: Literal["text", "json"] = Field(
         default="text", description="Log line format: human-readable text or JSON"
+    )
+    config_watch_interval_ms: int = Field(
+        default=5_000,
+        ge=0,
+        description="How often the --config file is checked for a new content, applied as "
+        "on SIGHUP (a mounted ConfigMap's change without a restart; 0: only on SIGHUP)",
+    )
+    drain_timeout_ms: int = Field(
+        default=10_000,
+        ge=0,
+        description="On SIGTERM/SIGINT the proxy stops accepting and reading requests, "
+        "answers those in flight and closes each connection once answered; past this, the "
+        "rest are closed and it exits (keep terminationGracePeriodSeconds above it)",
     )
 
     @field_validator("log_level", mode="before")

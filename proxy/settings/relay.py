@@ -76,11 +76,6 @@ class RelayFields(BaseModel):
         ge=0,
         description="Longest back-off of a failing broker",
     )
-    shutdown_timeout_ms: int = Field(
-        default=10_000,
-        ge=0,
-        description="On SIGTERM/SIGINT, how long in-flight requests may take to finish",
-    )
     metadata_refresh_interval_ms: int = Field(
         default=2_000,
         ge=100,

@@ -151,3 +151,17 @@ async def test_partition_series_all_exports_healthy_partitions(rig: Rig) -> None
     for p in ("0", "1", "2"):
         assert sample(samples, "rackguard_isr_rack_count", topic="orders", partition=p) == 3
         assert sample(samples, "rackguard_under_min_rack_isr", topic="orders", partition=p) == 0
+
+
+async def test_readyz_answers_not_ready_while_draining(rig: Rig) -> None:
+    cluster = await rig.start_cluster()
+    app = rig.app(upstream=f"127.0.0.1:{cluster.port_of(1)}", metrics_port=0)
+    await app.start()
+    assert app.readiness().ok
+    stopping = asyncio.ensure_future(app.stop())
+    await asyncio.sleep(0)  # the drain has begun: SIGTERM's first effect
+    health = app.readiness()
+    assert not health.ok and "draining" in health.reason
+    assert await stopping == "clean"
+    assert app.metrics.registry.get_sample_value("rackguard_drain_total",
+                                                 {"result": "clean"}) == 1

@@ -200,6 +200,7 @@ public class RackguardClient {
         String prefix = opt("prefix", "java-");
         long seconds = Long.parseLong(opt("seconds", "60"));
         int rate = Integer.parseInt(opt("rate", "200"));
+        boolean stamped = opt("stamped", "0").equals("1");  // a 4th field: ack time (ms)
         AtomicInteger acked = new AtomicInteger();
         AtomicInteger failed = new AtomicInteger();
         List<String> errors = Collections.synchronizedList(new ArrayList<>());
@@ -223,7 +224,8 @@ public class RackguardClient {
                     } else {
                         acked.incrementAndGet();
                         synchronized (out) {
-                            out.println(value + " " + md.partition() + " " + md.offset());
+                            out.println(value + " " + md.partition() + " " + md.offset()
+                                + (stamped ? " " + System.currentTimeMillis() : ""));
                         }
                     }
                 });

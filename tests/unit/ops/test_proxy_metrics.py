@@ -45,6 +45,9 @@ class Reference:
                 "Client connections closed at once by a limit, by limit", ["limit"], registry=r)
         Counter("rackguard_tls_reloads", "Reloads of the listeners' certificate, by result "
                 "(a failed one keeps the old)", ["result"], registry=r)
+        Counter("rackguard_drain", "Drains on SIGTERM/SIGINT by outcome: clean (every request "
+                "read was answered before its connection closed) or timeout (drain_timeout_ms "
+                "cut some off)", ["result"], registry=r)
         self.bytes_from_client = self.bytes.labels("client_to_broker")
         self.bytes_to_client = self.bytes.labels("broker_to_client")
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from proxy.cli import SERVE_FLAGS, build_parser, settings_from_args
-from proxy.settings import Settings, load_settings
+from proxy.settings import Settings, SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parents[3]
 README = (ROOT / "docs" / "settings.md").read_text()
@@ -84,3 +86,19 @@ def test_every_line_of_the_example_is_valid_when_uncommented(tmp_path: Path) -> 
     every.write_text("\n".join(lines))
     settings = load_settings(config_file=every, env={})
     assert settings.ledger_dir is not None and settings.topic_min_insync_racks == {"payments": 3}
+
+
+def test_the_earlier_shutdown_flag_sets_the_drain_timeout() -> None:
+    args = build_parser().parse_args(["serve", "--upstream", "a:1",
+                                      "--shutdown-timeout-ms", "2500"])
+    assert settings_from_args(args).drain_timeout_ms == 2500
+
+
+def test_the_earlier_name_in_a_toml_file_sets_the_drain_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "old.toml"
+    path.write_text('upstream = ["a:1"]\nshutdown_timeout_ms = 3000\n')
+    assert load_settings(config_file=path, env={}).drain_timeout_ms == 3000
+    path.write_text('upstream = ["a:1"]\nshutdown_timeout_ms = 3000\ndrain_timeout_ms = 4000\n')
+    assert load_settings(config_file=path, env={}).drain_timeout_ms == 4000
+    with pytest.raises(SettingsError, match="renamed RACKGUARD_DRAIN_TIMEOUT_MS"):
+        load_settings(env={"RACKGUARD_SHUTDOWN_TIMEOUT_MS": "3000"})
