@@ -2,12 +2,18 @@
 shared by every rackguard in front of the cluster.
 
 A compacted topic with one partition (default ``__rackguard_configs``), created
-when missing (cleanup.policy=compact, replication factor min(3, brokers),
-min.insync.replicas 2 where the replication factor allows). Every proxy reads it
-from the start at start-up, then follows it; a change is written with acks=all on
-the proxy's own connections (aiokafka), and applied here as soon as the write is
-acknowledged. The key names the resource, the value is JSON (see :mod:`.state`); a
-tombstone deletes.
+when missing with a replica in every rack and min.insync.replicas=1 (see
+:mod:`.topic_layout` for the trade-off), so that it takes a change in any outage that
+leaves a rack serving. An existing topic is checked at start (and again every
+``CHECK_INTERVAL_S`` while something is wrong): what keeps it from taking a change
+then is logged and shown in /readyz (``problems``), and min.insync.replicas is set
+to 1 by the proxy itself unless it is read-only. Every proxy reads it from the start
+at start-up, then follows it; a change is written with acks=all on the proxy's own
+connections (aiokafka), retried while the leadership moves (up to
+``write_budget_s``), and applied here as soon as the write is acknowledged; a write
+that fails raises a StoreError saying which partition, its leader and ISR, and what
+would make it writable, and is counted by reason. The key names the resource, the
+value is JSON (see :mod:`.state`); a tombstone deletes.
 
 Invariants:
 - ``state`` is a frozen :class:`~.state.DynamicConfigs`, replaced whole, never
@@ -33,6 +39,14 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    LeaderNotAvailableError,
+    NodeNotReadyError,
+    NotLeaderForPartitionError,
+    RequestTimedOutError,
+)
 
 from proxy.admin.state import (
     CLIENT_HEADER,
@@ -42,10 +56,23 @@ from proxy.admin.state import (
     decode_record,
     encode_record,
 )
+from proxy.admin.topic_check import ask_layout, read_layout, set_configs
+from proxy.admin.topic_layout import (
+    WANTED_CONFIGS,
+    Problem,
+    assignment,
+    explain_failure,
+    problems,
+)
+from proxy.cluster.view import ClusterView
 
 log = logging.getLogger("rackguard.admin.store")
 
 TOPIC_ALREADY_EXISTS = 36
+CHECK_INTERVAL_S = 30.0
+# a write is tried again on these (the leadership moves), within write_budget_s
+RETRIABLE = (KafkaTimeoutError, RequestTimedOutError, NotLeaderForPartitionError,
+             LeaderNotAvailableError, KafkaConnectionError, NodeNotReadyError, TimeoutError)
 
 
 class StoreError(Exception):
@@ -60,6 +87,10 @@ class StoreSettings:
     retry_backoff_s: float = 0.5
     max_backoff_s: float = 5.0
     client_id: str = "rackguard-configs"
+    # how long a change waits for the config topic: Kafka fences a hung leader after
+    # broker.session.timeout.ms (9 s by default), then elects another
+    write_budget_s: float = 15.0
+    fix_settings: bool = True  # set min.insync.replicas=1 on an old topic itself
     # the proxy's own TLS and SASL as aiokafka options (proxy.security)
     security: Mapping[str, Any] = field(default_factory=dict)
 
@@ -68,15 +99,21 @@ class ConfigTopicStore:
     def __init__(
         self,
         settings: StoreSettings,
-        broker_count: Callable[[], int],
+        view: Callable[[], ClusterView],
         on_change: Callable[[DynamicConfigs, DynamicConfigs, Change], None],
         on_read_failure: Callable[[], None],
         wall_clock: Callable[[], float] = time.time,
+        on_write_failure: Callable[[str], None] = lambda reason: None,
     ) -> None:
+        """``view``: the proxy's cluster view (live brokers, racks of every broker seen);
+        ``on_write_failure``: called with the reason of each failed write."""
         self.settings = settings
-        self._broker_count = broker_count
+        self._view = view
         self._on_change = on_change
         self._on_read_failure = on_read_failure
+        self._on_write_failure = on_write_failure
+        self.problems: tuple[str, ...] = ()  # what keeps the topic from taking a change
+        self._min_isr: int | None = None  # the topic's, as last read
         self._wall = wall_clock
         self.state = DynamicConfigs()
         self.caught_up = False
@@ -86,6 +123,7 @@ class ConfigTopicStore:
         self._producer: AIOKafkaProducer | None = None
         self._producer_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+        self._check_task: asyncio.Task[None] | None = None
         self._topic_ready = asyncio.Event()
         self._caught_up_event = asyncio.Event()
 
@@ -96,6 +134,7 @@ class ConfigTopicStore:
         # once per episode; a write that failed, in the client's answer and the log)
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
         self._task = asyncio.ensure_future(self._follow())
+        self._check_task = asyncio.ensure_future(self._check_layout())
 
     async def wait_caught_up(self, timeout: float) -> bool:
         """True once the topic has been read to its end (False if not within ``timeout``)."""
@@ -107,32 +146,62 @@ class ConfigTopicStore:
         return True
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping anyway
-                pass
-            self._task = None
+        for task in (self._task, self._check_task):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping anyway
+                    pass
+        self._task = self._check_task = None
         if self._producer is not None:
             await _quietly(self._producer.stop())
             self._producer = None
 
     # ----- writing
     async def write(self, change: Change) -> None:
-        """Write ``change`` with acks=all and apply it; raises StoreError on failure."""
-        timeout = self.settings.request_timeout_s
+        """Write ``change`` with acks=all and apply it; raises StoreError on failure (the
+        value is then not in force here; a write that timed out may still be stored)."""
         key, value = encode_record(change)
-        try:
-            async with asyncio.timeout(timeout * 3):
-                producer = await self._started_producer()
-                metadata = await producer.send_and_wait(
-                    self.settings.topic, value, key,
-                    headers=[(CLIENT_HEADER, change.client.encode())])
-        except Exception as exc:  # noqa: BLE001 - every failure is the client's answer
-            raise StoreError(f"rackguard could not store the value in "
-                             f"{self.settings.topic}: {exc or type(exc).__name__}") from exc
+        headers = [(CLIENT_HEADER, change.client.encode())]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(self.settings.write_budget_s,
+                                     self.settings.request_timeout_s)
+        backoff = self.settings.retry_backoff_s
+        while True:
+            try:
+                async with asyncio.timeout(max(deadline - loop.time(), 0.01)):
+                    producer = await self._started_producer()
+                    metadata = await producer.send_and_wait(self.settings.topic, value, key,
+                                                            headers=headers)
+                break
+            except RETRIABLE as exc:
+                if loop.time() + backoff < deadline:
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, self.settings.max_backoff_s)
+                    continue
+                raise await self._failure(exc) from exc
+            except Exception as exc:  # noqa: BLE001 - every failure is the client's answer
+                raise await self._failure(exc) from exc
         self._apply(change, metadata.offset)
+
+    async def _failure(self, exc: BaseException) -> StoreError:
+        """Why the write failed, with the partition's state as a broker tells it now."""
+        error = type(exc).__name__
+        layout = None
+        view = self._view()
+        if self._producer is not None:
+            layout = await ask_layout(self._producer.client, self.settings.topic,
+                                      self.settings.request_timeout_s, self._min_isr)
+        reason, why = explain_failure(self.settings.topic, error, layout, view.rack_of,
+                                      set(view.brokers), self.settings.write_budget_s)
+        self._on_write_failure(reason)
+        return StoreError(f"rackguard could not store the value in {self.settings.topic}: "
+                          f"{why}")
+
+    def _live_racks(self) -> dict[int, str]:
+        view = self._view()
+        return {node: view.rack_of(node) for node in view.brokers}
 
     async def _started_producer(self) -> AIOKafkaProducer:
         async with self._producer_lock:
@@ -183,22 +252,24 @@ class ConfigTopicStore:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.settings.max_backoff_s)
 
-    async def _ensure_topic(self) -> None:
-        if self._topic_ready.is_set():
-            return
-        brokers = max(1, self._broker_count())
-        rf = min(3, brokers)
-        configs = {"cleanup.policy": "compact"}
-        if rf >= 3:
-            configs["min.insync.replicas"] = "2"
-        admin = AIOKafkaAdminClient(
+    def _admin(self) -> AIOKafkaAdminClient:
+        return AIOKafkaAdminClient(
             bootstrap_servers=list(self.settings.bootstrap), client_id=self.settings.client_id,
             request_timeout_ms=int(self.settings.request_timeout_s * 1000),
             **self.settings.security)
+
+    async def _ensure_topic(self) -> None:
+        if self._topic_ready.is_set():
+            return
+        configs = dict(WANTED_CONFIGS)
+        replicas = assignment(self._live_racks())
+        new = (NewTopic(self.settings.topic, -1, -1, replica_assignments={0: replicas},
+                        topic_configs=configs) if replicas
+               else NewTopic(self.settings.topic, 1, 1, topic_configs=configs))
+        admin = self._admin()
         try:
             await admin.start()
-            response = await admin.create_topics(
-                [NewTopic(self.settings.topic, 1, rf, topic_configs=configs)])
+            response = await admin.create_topics([new])
         finally:
             await _quietly(admin.close())
         for entry in response.topic_errors:
@@ -208,9 +279,65 @@ class ConfigTopicStore:
             if code != 0:
                 raise StoreError(f"cannot create {self.settings.topic}: error {code} "
                                  f"{entry[2] if len(entry) > 2 else ''}")
-            log.info("created the config topic %s (compacted, replication factor %d)",
-                     self.settings.topic, rf)
+            self._min_isr = 1
+            log.info("created the config topic %s (compacted, replicas on brokers %s, "
+                     "min.insync.replicas=1)", self.settings.topic, replicas)
         self._topic_ready.set()
+
+    async def _check_layout(self) -> None:
+        """At start, and every CHECK_INTERVAL_S while something is wrong: the topic's
+        settings that keep it from taking a change in an outage (see ``problems``)."""
+        while True:
+            try:
+                await self._topic_ready.wait()
+                found = await self.check_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - checked again later
+                log.debug("config topic %s: check failed: %s", self.settings.topic, exc)
+                found = None
+            if found == ():
+                return
+            await asyncio.sleep(CHECK_INTERVAL_S)
+
+    async def check_once(self) -> tuple[str, ...] | None:
+        """Read the topic's layout, fix what the proxy may, set ``problems``; None: the
+        topic could not be read."""
+        topic = self.settings.topic
+        admin = self._admin()
+        try:
+            await admin.start()
+            layout = await read_layout(admin, topic)
+            if layout is None:
+                return None
+            self._min_isr = layout.min_insync_replicas
+            view = self._view()
+            found = problems(topic, layout, view.rack_of, view.rack_names(),
+                             self.settings.bootstrap[0])
+            left = [await self._fix(admin, p) for p in found]
+        finally:
+            await _quietly(admin.close())
+        texts = tuple(t for t in left if t is not None)
+        for text in texts:
+            if text not in self.problems:
+                log.warning("%s", text)
+        self.problems = texts
+        return texts
+
+    async def _fix(self, admin: AIOKafkaAdminClient, problem: Problem) -> str | None:
+        """Set the problem's configs when allowed; the text left to show (None: fixed)."""
+        if problem.fix is None:
+            return problem.text
+        if not self.settings.fix_settings:
+            return problem.text + " (this proxy is read-only: it does not change it)"
+        refusal = await set_configs(admin, self.settings.topic, problem.fix)
+        if refusal is not None:
+            return f"{problem.text} (rackguard could not set it: {refusal})"
+        self._min_isr = int(problem.fix.get("min.insync.replicas", self._min_isr or 1))
+        log.warning("config topic %s: set %s (it had old settings: it would take no "
+                    "change while only one rack serves)", self.settings.topic,
+                    ", ".join(f"{k}={v}" for k, v in problem.fix.items()))
+        return None
 
     async def _read_forever(self) -> None:
         tp = TopicPartition(self.settings.topic, 0)

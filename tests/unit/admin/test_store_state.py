@@ -14,13 +14,14 @@ from prometheus_client import CollectorRegistry
 from proxy.admin.service import AdminConfigs
 from proxy.admin.state import Change, DynamicConfigs, Resource, StoredValue
 from proxy.admin.store import ConfigTopicStore, StoreSettings
+from proxy.cluster.view import ClusterView
 from proxy.ops.health import Health
 from proxy.settings import load_settings
 
 
 def store(changes: list[tuple[DynamicConfigs, DynamicConfigs, Change]],
           failures: list[int]) -> ConfigTopicStore:
-    return ConfigTopicStore(StoreSettings("t", ("b:1",), 1.0), lambda: 3,
+    return ConfigTopicStore(StoreSettings("t", ("b:1",), 1.0), ClusterView,
                             lambda old, new, change: changes.append((old, new, change)),
                             lambda: failures.append(1))
 
