@@ -59,6 +59,7 @@ from proxy.admin.state import (
 from proxy.admin.topic_check import ask_layout, read_layout, set_configs
 from proxy.admin.topic_layout import (
     WANTED_CONFIGS,
+    PartitionLayout,
     Problem,
     assignment,
     explain_failure,
@@ -73,6 +74,10 @@ CHECK_INTERVAL_S = 30.0
 # a write is tried again on these (the leadership moves), within write_budget_s
 RETRIABLE = (KafkaTimeoutError, RequestTimedOutError, NotLeaderForPartitionError,
              LeaderNotAvailableError, KafkaConnectionError, NodeNotReadyError, TimeoutError)
+
+
+class _Reconnect(Exception):
+    """The consumer heard nothing for too long: a new one, from the configured brokers."""
 
 
 class StoreError(Exception):
@@ -120,6 +125,7 @@ class ConfigTopicStore:
         self.last_error: str | None = None
         self._offsets: dict[str, int] = {}  # the offset of the value applied per key
         self._read_to = 0  # the next offset to read (kept across reconnections)
+        self._answered = 0.0  # when a fetch was last answered (kept across them too)
         self._producer: AIOKafkaProducer | None = None
         self._producer_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -176,28 +182,56 @@ class ConfigTopicStore:
                                                             headers=headers)
                 break
             except RETRIABLE as exc:
-                if loop.time() + backoff < deadline:
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, self.settings.max_backoff_s)
-                    continue
-                raise await self._failure(exc) from exc
+                if loop.time() + backoff >= deadline:
+                    raise await self._failure(exc) from exc
+                # the brokers this producer knows may all be gone (it learnt them while
+                # other racks were down): start afresh from the configured brokers
+                await self._drop_producer()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.settings.max_backoff_s)
             except Exception as exc:  # noqa: BLE001 - every failure is the client's answer
                 raise await self._failure(exc) from exc
         self._apply(change, metadata.offset)
 
+    async def _drop_producer(self) -> None:
+        async with self._producer_lock:
+            producer, self._producer = self._producer, None
+        if producer is not None:  # stop() waits for its batches: bounded
+            try:
+                async with asyncio.timeout(self.settings.request_timeout_s):
+                    await _quietly(producer.stop())
+            except TimeoutError:
+                log.debug("the config topic's producer did not stop in time")
+
     async def _failure(self, exc: BaseException) -> StoreError:
         """Why the write failed, with the partition's state as a broker tells it now."""
         error = type(exc).__name__
-        layout = None
         view = self._view()
-        if self._producer is not None:
-            layout = await ask_layout(self._producer.client, self.settings.topic,
-                                      self.settings.request_timeout_s, self._min_isr)
+        layout = await self._ask_layout()
         reason, why = explain_failure(self.settings.topic, error, layout, view.rack_of,
                                       set(view.brokers), self.settings.write_budget_s)
         self._on_write_failure(reason)
         return StoreError(f"rackguard could not store the value in {self.settings.topic}: "
                           f"{why}")
+
+    async def _ask_layout(self) -> PartitionLayout | None:
+        """The partition as a broker describes it now (None: none answered in time)."""
+        timeout = self.settings.request_timeout_s
+        if self._producer is not None:
+            layout = await ask_layout(self._producer.client, self.settings.topic, timeout,
+                                      self._min_isr)
+            if layout is not None:
+                return layout
+        admin = self._admin()
+        try:
+            async with asyncio.timeout(2 * timeout):
+                await admin.start()
+                return await ask_layout(admin._client, self.settings.topic,  # noqa: SLF001
+                                        timeout, self._min_isr)
+        except Exception:  # noqa: BLE001 - no broker answered: said so in the message
+            return None
+        finally:
+            await _quietly(admin.close())
 
     def _live_racks(self) -> dict[int, str]:
         view = self._view()
@@ -212,7 +246,8 @@ class ConfigTopicStore:
                     bootstrap_servers=list(self.settings.bootstrap), acks="all",
                     client_id=self.settings.client_id, request_timeout_ms=ms,
                     retry_backoff_ms=int(self.settings.retry_backoff_s * 1000),
-                    enable_idempotence=False, linger_ms=0, **self.settings.security)
+                    enable_idempotence=False, linger_ms=0,
+                    metadata_max_age_ms=max(ms * 5, 5000), **self.settings.security)
                 try:
                     await producer.start()
                 except BaseException:
@@ -243,6 +278,8 @@ class ConfigTopicStore:
                 await self._read_forever()
             except asyncio.CancelledError:
                 raise
+            except _Reconnect:
+                continue
             except Exception as exc:  # noqa: BLE001 - keep the last values, retry
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 self._on_read_failure()
@@ -355,7 +392,9 @@ class ConfigTopicStore:
             else:
                 await consumer.seek_to_beginning(tp)
             end = (await consumer.end_offsets([tp]))[tp]
-            answered = self._wall()  # when the leader last answered a fetch
+            started = self._wall()
+            if self._answered == 0.0:
+                self._answered = started
             while True:
                 batches = await consumer.getmany(tp, timeout_ms=500, max_records=1000)
                 for record in batches.get(tp, ()):
@@ -364,26 +403,35 @@ class ConfigTopicStore:
                 if not self.caught_up and await consumer.position(tp) >= end:
                     self._mark_caught_up()
                 polled = consumer.last_poll_timestamp(tp)
-                if polled is not None:
-                    answered = max(answered, polled / 1000)
-                self._check_fresh(self._wall() - answered)
+                if polled is not None:  # the leader's last fetch answer
+                    self._answered = max(self._answered, polled / 1000)
+                if (self._check_fresh(self._wall() - self._answered)
+                        and self._wall() - started > self._silence_limit_s):
+                    # every broker it knows may be gone: start afresh from the configured
+                    raise _Reconnect()
         finally:
             await _quietly(consumer.stop())
 
-    def _check_fresh(self, silent_s: float) -> None:
+    def _check_fresh(self, silent_s: float) -> bool:
         """A fetch answers at least every 100 ms while the leader is reachable; silence
         beyond a few request timeouts is a read failure (counted once, shown until it
-        ends). aiokafka keeps retrying and follows the leadership meanwhile."""
-        limit = max(3 * self.settings.request_timeout_s, 5.0)
-        if silent_s <= limit:
+        ends; True: the consumer is started again from the configured brokers). aiokafka
+        follows the leadership meanwhile, among the brokers it knows."""
+        if silent_s <= self._silence_limit_s:
             if self.last_error is not None:
                 log.info("config topic %s: reading again", self.settings.topic)
             self.last_error = None
-        elif self.last_error is None:
+            return False
+        if self.last_error is None:
             self.last_error = f"no answer from its leader for {silent_s:.0f} s"
             self._on_read_failure()
             log.warning("config topic %s: %s; the last values stay in force",
                         self.settings.topic, self.last_error)
+        return True
+
+    @property
+    def _silence_limit_s(self) -> float:
+        return max(3 * self.settings.request_timeout_s, 5.0)
 
     def _absorb(self, record: Any) -> None:
         try:

@@ -73,6 +73,10 @@ class FakeProducer:
         self.outcomes = outcomes
         self.client = client
         self.sent = 0
+        self.stopped = 0
+
+    async def stop(self) -> None:
+        self.stopped += 1
 
     async def send_and_wait(self, topic: str, value: Any, key: Any, headers: Any) -> Any:
         self.sent += 1
@@ -93,6 +97,12 @@ def make_store(producer: FakeProducer, the_view: ClusterView,
         lambda: the_view, lambda old, new, change: None, lambda: None,
         on_write_failure=reasons.append)
     s._producer = producer  # type: ignore[assignment]
+
+    async def started() -> FakeProducer:  # the same fake again after a restart
+        s._producer = producer  # type: ignore[assignment]
+        return producer
+
+    s._started_producer = started  # type: ignore[assignment, method-assign]
     return s
 
 
@@ -107,6 +117,7 @@ def test_a_write_is_retried_while_the_leadership_moves_then_applied() -> None:
     s = make_store(producer, view(), reasons)
     asyncio.run(s.write(change(1)))
     assert producer.sent == 3 and reasons == []
+    assert producer.stopped == 2  # started afresh after each failed attempt
     assert s.state.get(Resource("orders")) == change(1).value
 
 
