@@ -129,7 +129,7 @@ class AdminConfigs:
         if store.last_error is not None:
             reason += (f"; config topic {store.settings.topic}: reading failed "
                        f"({store.last_error}), last values in force")
-        for problem in store.problems:  # old settings: ready, but say what to change
+        for problem in store.health.problems:  # old settings: ready, but say what to change
             reason += f"; {problem}"
         return Health(True, reason)
 

@@ -1,15 +1,15 @@
 """The config topic: where min.insync.racks values set through the Admin API live,
 shared by every rackguard in front of the cluster.
 
-A compacted topic with one partition (default ``__rackguard_configs``), created
-when missing with a replica in every rack and min.insync.replicas=1 (see
+A compacted topic with one partition (default ``__rackguard_configs``), created when
+missing with a replica in every rack and min.insync.replicas=1 (see
 :mod:`.topic_layout` for the trade-off), so that it takes a change in any outage that
-leaves a rack serving. An existing topic is checked at start (and again every
-``CHECK_INTERVAL_S`` while something is wrong): what keeps it from taking a change
-then is logged and shown in /readyz (``problems``), and min.insync.replicas is set
-to 1 by the proxy itself unless it is read-only. Every proxy reads it from the start
-at start-up, then follows it; a change is written with acks=all on the proxy's own
-connections (aiokafka), retried while the leadership moves (up to
+leaves a rack serving. An existing topic is checked at start (and again every 30 s
+while something is wrong, :mod:`.topic_health`): what keeps it from taking a change
+then is logged and shown in /readyz (``health.problems``), and min.insync.replicas is
+set to 1 by the proxy itself unless it is read-only. Every proxy reads it from the
+start at start-up, then follows it; a change is written with acks=all on the proxy's
+own connections (aiokafka), retried while the leadership moves (up to
 ``write_budget_s``), and applied here as soon as the write is acknowledged; a write
 that fails raises a StoreError saying which partition, its leader and ISR, and what
 would make it writable, and is counted by reason. The key names the resource, the
@@ -56,21 +56,13 @@ from proxy.admin.state import (
     decode_record,
     encode_record,
 )
-from proxy.admin.topic_check import ask_layout, read_layout, set_configs
-from proxy.admin.topic_layout import (
-    WANTED_CONFIGS,
-    PartitionLayout,
-    Problem,
-    assignment,
-    explain_failure,
-    problems,
-)
+from proxy.admin.topic_health import ConfigTopicHealth
+from proxy.admin.topic_layout import WANTED_CONFIGS, assignment
 from proxy.cluster.view import ClusterView
 
 log = logging.getLogger("rackguard.admin.store")
 
 TOPIC_ALREADY_EXISTS = 36
-CHECK_INTERVAL_S = 30.0
 # a write is tried again on these (the leadership moves), within write_budget_s
 RETRIABLE = (KafkaTimeoutError, RequestTimedOutError, NotLeaderForPartitionError,
              LeaderNotAvailableError, KafkaConnectionError, NodeNotReadyError, TimeoutError)
@@ -117,8 +109,10 @@ class ConfigTopicStore:
         self._on_change = on_change
         self._on_read_failure = on_read_failure
         self._on_write_failure = on_write_failure
-        self.problems: tuple[str, ...] = ()  # what keeps the topic from taking a change
-        self._min_isr: int | None = None  # the topic's, as last read
+        # its settings checked (``problems``: what keeps it from taking a change)
+        self.health = ConfigTopicHealth(settings.topic, settings.bootstrap[0],
+                                        settings.fix_settings, view, self._admin,
+                                        settings.request_timeout_s)
         self._wall = wall_clock
         self.state = DynamicConfigs()
         self.caught_up = False
@@ -140,7 +134,7 @@ class ConfigTopicStore:
         # once per episode; a write that failed, in the client's answer and the log)
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
         self._task = asyncio.ensure_future(self._follow())
-        self._check_task = asyncio.ensure_future(self._check_layout())
+        self._check_task = asyncio.ensure_future(self.health.run(self._topic_ready))
 
     async def wait_caught_up(self, timeout: float) -> bool:
         """True once the topic has been read to its end (False if not within ``timeout``)."""
@@ -205,33 +199,12 @@ class ConfigTopicStore:
 
     async def _failure(self, exc: BaseException) -> StoreError:
         """Why the write failed, with the partition's state as a broker tells it now."""
-        error = type(exc).__name__
-        view = self._view()
-        layout = await self._ask_layout()
-        reason, why = explain_failure(self.settings.topic, error, layout, view.rack_of,
-                                      set(view.brokers), self.settings.write_budget_s)
+        client = self._producer.client if self._producer is not None else None
+        reason, why = await self.health.explain(type(exc).__name__, client,
+                                                self.settings.write_budget_s)
         self._on_write_failure(reason)
         return StoreError(f"rackguard could not store the value in {self.settings.topic}: "
                           f"{why}")
-
-    async def _ask_layout(self) -> PartitionLayout | None:
-        """The partition as a broker describes it now (None: none answered in time)."""
-        timeout = self.settings.request_timeout_s
-        if self._producer is not None:
-            layout = await ask_layout(self._producer.client, self.settings.topic, timeout,
-                                      self._min_isr)
-            if layout is not None:
-                return layout
-        admin = self._admin()
-        try:
-            async with asyncio.timeout(2 * timeout):
-                await admin.start()
-                return await ask_layout(admin._client, self.settings.topic,  # noqa: SLF001
-                                        timeout, self._min_isr)
-        except Exception:  # noqa: BLE001 - no broker answered: said so in the message
-            return None
-        finally:
-            await _quietly(admin.close())
 
     def _live_racks(self) -> dict[int, str]:
         view = self._view()
@@ -316,65 +289,10 @@ class ConfigTopicStore:
             if code != 0:
                 raise StoreError(f"cannot create {self.settings.topic}: error {code} "
                                  f"{entry[2] if len(entry) > 2 else ''}")
-            self._min_isr = 1
+            self.health.min_isr = 1
             log.info("created the config topic %s (compacted, replicas on brokers %s, "
                      "min.insync.replicas=1)", self.settings.topic, replicas)
         self._topic_ready.set()
-
-    async def _check_layout(self) -> None:
-        """At start, and every CHECK_INTERVAL_S while something is wrong: the topic's
-        settings that keep it from taking a change in an outage (see ``problems``)."""
-        while True:
-            try:
-                await self._topic_ready.wait()
-                found = await self.check_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - checked again later
-                log.debug("config topic %s: check failed: %s", self.settings.topic, exc)
-                found = None
-            if found == ():
-                return
-            await asyncio.sleep(CHECK_INTERVAL_S)
-
-    async def check_once(self) -> tuple[str, ...] | None:
-        """Read the topic's layout, fix what the proxy may, set ``problems``; None: the
-        topic could not be read."""
-        topic = self.settings.topic
-        admin = self._admin()
-        try:
-            await admin.start()
-            layout = await read_layout(admin, topic)
-            if layout is None:
-                return None
-            self._min_isr = layout.min_insync_replicas
-            view = self._view()
-            found = problems(topic, layout, view.rack_of, view.rack_names(),
-                             self.settings.bootstrap[0])
-            left = [await self._fix(admin, p) for p in found]
-        finally:
-            await _quietly(admin.close())
-        texts = tuple(t for t in left if t is not None)
-        for text in texts:
-            if text not in self.problems:
-                log.warning("%s", text)
-        self.problems = texts
-        return texts
-
-    async def _fix(self, admin: AIOKafkaAdminClient, problem: Problem) -> str | None:
-        """Set the problem's configs when allowed; the text left to show (None: fixed)."""
-        if problem.fix is None:
-            return problem.text
-        if not self.settings.fix_settings:
-            return problem.text + " (this proxy is read-only: it does not change it)"
-        refusal = await set_configs(admin, self.settings.topic, problem.fix)
-        if refusal is not None:
-            return f"{problem.text} (rackguard could not set it: {refusal})"
-        self._min_isr = int(problem.fix.get("min.insync.replicas", self._min_isr or 1))
-        log.warning("config topic %s: set %s (it had old settings: it would take no "
-                    "change while only one rack serves)", self.settings.topic,
-                    ", ".join(f"{k}={v}" for k, v in problem.fix.items()))
-        return None
 
     async def _read_forever(self) -> None:
         tp = TopicPartition(self.settings.topic, 0)

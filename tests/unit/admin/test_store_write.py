@@ -19,7 +19,7 @@ from aiokafka.errors import KafkaTimeoutError, NotEnoughReplicasError
 from aiokafka.protocol.metadata import MetadataResponse_v5
 from prometheus_client import CollectorRegistry
 
-from proxy.admin import store as store_module
+from proxy.admin import topic_check
 from proxy.admin.service import AdminConfigs
 from proxy.admin.state import Change, Resource, StoredValue
 from proxy.admin.store import ConfigTopicStore, StoreError, StoreSettings
@@ -126,7 +126,7 @@ def test_a_write_that_cannot_be_made_says_why_counts_it_and_stores_nothing() -> 
     producer = FakeProducer([NotEnoughReplicasError()], FakeClient(1, (1, 2, 3), (1,)))
     reasons: list[str] = []
     s = make_store(producer, view((SIX[0], SIX[3])), reasons)
-    s._min_isr = 2
+    s.health.min_isr = 2
     with pytest.raises(StoreError) as failed:
         asyncio.run(s.write(change(1)))
     text = str(failed.value)
@@ -163,34 +163,35 @@ def checked(monkeypatch: pytest.MonkeyPatch, layout: PartitionLayout, refusal: s
         set_calls.append(configs)
         return refusal
 
-    monkeypatch.setattr(store_module, "read_layout", read_layout)
-    monkeypatch.setattr(store_module, "set_configs", set_configs)
+    monkeypatch.setattr(topic_check, "read_layout", read_layout)
+    monkeypatch.setattr(topic_check, "set_configs", set_configs)
     s = make_store(FakeProducer([], FakeClient(1, (1,), (1,))), view(), [], read_only)
-    s._admin = FakeAdmin  # type: ignore[assignment, method-assign]
-    asyncio.run(s.check_once())
+    s.health._admin = FakeAdmin  # type: ignore[assignment]
+    asyncio.run(s.health.check_once())
     return s, set_calls
 
 
 def test_an_old_topic_is_fixed_by_the_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     s, calls = checked(monkeypatch, PartitionLayout(1, (1, 2, 3), (1, 2, 3), 2), None)
-    assert calls == [{"min.insync.replicas": "1"}] and s.problems == () and s._min_isr == 1
+    assert calls == [{"min.insync.replicas": "1"}]
+    assert s.health.problems == () and s.health.min_isr == 1
 
 
 def test_an_old_topic_the_proxy_may_not_fix_is_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     s, calls = checked(monkeypatch, PartitionLayout(1, (1, 2, 3), (1, 2, 3), 2),
                        "error 29: Cluster authorization failed")
-    assert len(calls) == 1 and len(s.problems) == 1
-    assert "could not set it: error 29" in s.problems[0]
+    assert len(calls) == 1 and len(s.health.problems) == 1
+    assert "could not set it: error 29" in s.health.problems[0]
     s, calls = checked(monkeypatch, PartitionLayout(1, (1, 2, 3), (1, 2, 3), 2), None, True)
-    assert calls == [] and "read-only" in s.problems[0]
+    assert calls == [] and "read-only" in s.health.problems[0]
     s, calls = checked(monkeypatch, PartitionLayout(1, (1, 4), (1, 4), 1), None)
-    assert calls == [] and "none in rack-b, rack-c" in s.problems[0]
+    assert calls == [] and "none in rack-b, rack-c" in s.health.problems[0]
 
     settings = load_settings({"upstream": "127.0.0.1:9"}, env={})
     admin = AdminConfigs(settings, CollectorRegistry(), view, lambda: None,  # type: ignore
                          lambda: None)
     assert admin.store is not None
     admin.store.caught_up = True
-    admin.store.problems = s.problems
+    admin.store.health.problems = s.health.problems
     shown = admin.health(Health(True, "ready: metadata 0.1 s old"))
     assert shown.ok and "none in rack-b, rack-c" in shown.reason
