@@ -25,7 +25,9 @@ Invariants:
   proxy uses its static values and says so in /readyz); a later read failure keeps
   the last values, is counted and shown in ``last_error``, and reading resumes
   after a back-off (aiokafka fails over to another broker as partition leadership
-  moves, e.g. when a rack hangs).
+  moves, e.g. when a rack hangs; a consumer that heard nothing beyond the bound, and
+  a producer whose attempt failed, are started afresh from the configured brokers,
+  since the brokers they learnt may all be gone).
 """
 
 from __future__ import annotations
