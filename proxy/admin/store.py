@@ -275,9 +275,11 @@ class ConfigTopicStore:
             return
         configs = dict(WANTED_CONFIGS)
         replicas = assignment(self._live_racks())
+        # no metadata yet: Kafka's own rack-aware placement of three replicas (refused
+        # where there are fewer brokers: tried again later), never a single replica
         new = (NewTopic(self.settings.topic, -1, -1, replica_assignments={0: replicas},
                         topic_configs=configs) if replicas
-               else NewTopic(self.settings.topic, 1, 1, topic_configs=configs))
+               else NewTopic(self.settings.topic, 1, 3, topic_configs=configs))
         admin = self._admin()
         try:
             await admin.start()
