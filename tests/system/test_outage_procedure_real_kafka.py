@@ -283,8 +283,10 @@ def test_a_config_topic_with_the_old_settings(rig: SystemRig, tmp_path: Path) ->
                     within(20, lambda p=port: "min.insync.replicas=2" in readyz(p),
                            "/readyz names the old setting")
                     assert "--add-config min.insync.replicas=1" in readyz(port)
+                    shown = configs(rig, "--describe", "--entity-name", old, bootstrap=direct)
+                    assert "DYNAMIC_TOPIC_CONFIG:min.insync.replicas=2" in shown, shown
                 else:
-                    within(20, lambda: "min.insync.replicas=1" in configs(
+                    within(20, lambda: "DYNAMIC_TOPIC_CONFIG:min.insync.replicas=1" in configs(
                         rig, "--describe", "--entity-name", old, bootstrap=direct),
                         "the proxy set min.insync.replicas=1")
                     assert "min.insync.replicas" not in readyz(port)
