@@ -12,7 +12,8 @@ racks come back: the values are still there, setting 2 works, ``--delete-config`
 back the default, and the second proxy refuses again once rack coverage is below it.
 
 Then the config topic's leader rack alone: killed, and hung (SIGSTOP), while a change is
-made and every proxy applies it within 2 s. And a config topic left with the old settings
+made and every proxy applies it within 2 s; under the hang also a change made the moment
+the rack froze (the write waits for Kafka to elect another leader). And a config topic left with the old settings
 (min.insync.replicas=2) is fixed by a proxy at start, or named in a read-only one's /readyz.
 
 Needs the local Maven cluster (kafka-configs and the racks); skips on other rigs.
@@ -35,6 +36,7 @@ from tests.integration.harness.ports import free_port
 from tests.integration.harness.procs import RackguardProxy
 from tests.integration.harness.wire import RawKafkaConnection
 from tests.integration.kip_support import NOT_ENOUGH_REPLICAS, RACKS_PREFIX, raw_produce_to
+from tests.prometheus_text import read_samples, sample
 from tests.system.cluster import BROKER_RACKS
 
 from .rig import PROXY_ARGS, SystemRig
@@ -126,9 +128,13 @@ def spread(rig: SystemRig) -> Iterator[tuple[str, str]]:
         tool(rig, TOPIC_COMMAND, "--delete", "--topic", name)
 
 
+SECOND_METRICS: list[str] = []  # the second proxy's /metrics URL
+
+
 @pytest.fixture(scope="module")
 def second(rig: SystemRig, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A second rackguard in front of the same cluster, started before any outage."""
+    """A second rackguard in front of the same cluster, started before any outage
+    (its /metrics URL in SECOND_METRICS)."""
     assert rig.cluster is not None
     port = free_port()
     proxy = RackguardProxy(rig.cluster.bootstrap, tmp_path_factory.mktemp("second"),
@@ -136,9 +142,15 @@ def second(rig: SystemRig, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     proxy.start()
     try:
         wait_ready(f"http://127.0.0.1:{port}/readyz")
+        SECOND_METRICS[:] = [f"http://127.0.0.1:{port}/metrics"]
         yield proxy.bootstrap
     finally:
         proxy.stop()
+
+
+def topic_changes(metrics: str) -> float:
+    return sample(read_samples(metrics), "rackguard_config_changes_total",
+                  resource_type="topic") or 0.0
 
 
 def test_two_racks_down_the_value_is_lowered_and_restored(
@@ -192,7 +204,7 @@ def test_the_config_topics_leader_rack_killed_then_hung(
     """Only the config topic's leader rack out: a change made meanwhile is stored and in
     force on both proxies within 2 s. The topic's ISR spans the other two racks, so 3
     refuses its writes and deleting it lets them through again."""
-    topic, _ = spread
+    topic, other = spread
     proxies = (rig.bootstrap, second)
     rack = leader_rack(rig.bootstrap, CONFIG_TOPIC)
     took: list[float] = []
@@ -225,8 +237,19 @@ def test_the_config_topics_leader_rack_killed_then_hung(
 
     rack = leader_rack(rig.bootstrap, CONFIG_TOPIC)
     took.clear()
+    metrics = [m for m in (rig.metrics_url, *SECOND_METRICS) if m]
+    before = [topic_changes(m) for m in metrics]
     rig.freeze_rack(rack)
     try:
+        # a change the moment it hangs: the write waits for Kafka to elect another leader
+        frozen = time.monotonic()
+        configs(rig, "--command-config", str(quick), "--alter", "--entity-name", other,
+                "--add-config", f"{R}=1")
+        stored = time.monotonic() - frozen
+        for url, count in zip(metrics, before, strict=True):
+            took.append(within(APPLY_S, lambda u=url, c=count: topic_changes(u) == c + 1,
+                               f"the change counted on {url}"))
+        print(f"{rack} hung: a change made at once stored {stored:.1f} s after it froze")
         for bootstrap in proxies:  # Kafka fences the hung brokers; the ISR leaves them
             within(90, lambda b=bootstrap: len(isr_racks(b, topic)) == 2 and accepted(b, topic),
                    "the ISR without the hung rack")
@@ -234,6 +257,7 @@ def test_the_config_topics_leader_rack_killed_then_hung(
     finally:
         rig.thaw_rack(rack)
     print(f"{rack} hung: applied {', '.join(f'{t:.2f}' for t in took)} s after the write")
+    configs(rig, "--alter", "--entity-name", other, "--delete-config", R)
 
 
 def isr_racks(bootstrap: str, topic: str) -> set[str]:
