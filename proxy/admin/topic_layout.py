@@ -116,8 +116,9 @@ def explain_failure(topic: str, error: str, layout: PartitionLayout | None,
              f"{_nodes(layout.isr, rack_of)}, replicas {_nodes(layout.replicas, rack_of)}")
     if layout.leader < 0:
         back = [n for n in layout.isr if n not in live] or list(layout.isr)
-        wait = (f"it takes writes again when an in-sync replica ({_nodes(tuple(back), rack_of)})"
-                " is back" if back else "it takes writes again when a replica is back")
+        wait = (f"it takes writes again when one of its in-sync replicas, "
+                f"{_nodes(tuple(back), rack_of)}, is back" if back
+                else "it takes writes again when a replica is back")
         return NO_LEADER, (f"{where} has no leader ({state}); {wait} (unclean leader "
                            f"election is off, so no out-of-sync replica is elected)")
     min_isr = layout.min_insync_replicas
