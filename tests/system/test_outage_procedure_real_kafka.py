@@ -13,8 +13,9 @@ back the default, and the second proxy refuses again once rack coverage is below
 
 Then the config topic's leader rack alone: killed, and hung (SIGSTOP), while a change is
 made and every proxy applies it within 2 s; under the hang also a change made the moment
-the rack froze (the write waits for Kafka to elect another leader). And a config topic left with the old settings
-(min.insync.replicas=2) is fixed by a proxy at start, or named in a read-only one's /readyz.
+the rack froze (the write waits for Kafka to elect another leader). And a config topic
+left with the old settings (min.insync.replicas=2) is fixed by a proxy at start, or named
+in a read-only one's /readyz.
 
 Needs the local Maven cluster (kafka-configs and the racks); skips on other rigs.
 """
