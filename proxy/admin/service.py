@@ -59,6 +59,10 @@ class AdminConfigs:
             "rackguard_config_topic_read_failures",
             "Failed reads of the config topic, and records in it rackguard could not read",
             registry=registry)
+        self.write_failures = Counter(
+            "rackguard_config_store_write_failures",
+            "min.insync.racks changes the config topic did not take, by reason",
+            ["reason"], registry=registry)
         self.store: ConfigTopicStore | None = None
         if settings.config_topic:
             self.store = ConfigTopicStore(
@@ -67,8 +71,10 @@ class AdminConfigs:
                               max(settings.admin_request_timeout_ms, 1000) / 1000,
                               settings.upstream_backoff_ms / 1000 or 0.1,
                               max(settings.upstream_backoff_max_ms / 1000, 0.1),
-                              security=aiokafka_options(settings)),
-                lambda: len(self._view().brokers), self._changed, self.read_failures.inc)
+                              security=aiokafka_options(settings),
+                              fix_settings=not settings.config_topic_read_only),
+                view, self._changed, self.read_failures.inc,
+                on_write_failure=lambda reason: self.write_failures.labels(reason).inc())
         refusal = None
         if settings.config_topic_read_only:
             refusal = (f"{NAME} is read-only through the Admin API here "
@@ -119,10 +125,13 @@ class AdminConfigs:
             why = f": {store.last_error}" if store.last_error else ""
             return Health(False, f"config topic {store.settings.topic} not read to its end "
                           f"yet, static min.insync.racks values in force{why}")
+        reason = base.reason
         if store.last_error is not None:
-            return Health(True, f"{base.reason}; config topic {store.settings.topic}: reading "
-                          f"failed ({store.last_error}), last values in force")
-        return base
+            reason += (f"; config topic {store.settings.topic}: reading failed "
+                       f"({store.last_error}), last values in force")
+        for problem in store.health.problems:  # old settings: ready, but say what to change
+            reason += f"; {problem}"
+        return Health(True, reason)
 
     def _facts(self) -> ClusterFacts:
         view = self._view()

@@ -1,13 +1,19 @@
 """The config topic: where min.insync.racks values set through the Admin API live,
 shared by every rackguard in front of the cluster.
 
-A compacted topic with one partition (default ``__rackguard_configs``), created
-when missing (cleanup.policy=compact, replication factor min(3, brokers),
-min.insync.replicas 2 where the replication factor allows). Every proxy reads it
-from the start at start-up, then follows it; a change is written with acks=all on
-the proxy's own connections (aiokafka), and applied here as soon as the write is
-acknowledged. The key names the resource, the value is JSON (see :mod:`.state`); a
-tombstone deletes.
+A compacted topic with one partition (default ``__rackguard_configs``), created when
+missing with a replica in every rack and min.insync.replicas=1 (see
+:mod:`.topic_layout` for the trade-off), so that it takes a change in any outage that
+leaves a rack serving. An existing topic is checked at start (and again every 30 s
+while something is wrong, :mod:`.topic_health`): what keeps it from taking a change
+then is logged and shown in /readyz (``health.problems``), and min.insync.replicas is
+set to 1 by the proxy itself unless it is read-only. Every proxy reads it from the
+start at start-up, then follows it; a change is written with acks=all on the proxy's
+own connections (aiokafka), retried while the leadership moves (up to
+``write_budget_s``), and applied here as soon as the write is acknowledged; a write
+that fails raises a StoreError saying which partition, its leader and ISR, and what
+would make it writable, and is counted by reason. The key names the resource, the
+value is JSON (see :mod:`.state`); a tombstone deletes.
 
 Invariants:
 - ``state`` is a frozen :class:`~.state.DynamicConfigs`, replaced whole, never
@@ -19,7 +25,9 @@ Invariants:
   proxy uses its static values and says so in /readyz); a later read failure keeps
   the last values, is counted and shown in ``last_error``, and reading resumes
   after a back-off (aiokafka fails over to another broker as partition leadership
-  moves, e.g. when a rack hangs).
+  moves, e.g. when a rack hangs; a consumer that heard nothing beyond the bound, and
+  a producer whose attempt failed, are started afresh from the configured brokers,
+  since the brokers they learnt may all be gone).
 """
 
 from __future__ import annotations
@@ -33,6 +41,14 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import (
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    LeaderNotAvailableError,
+    NodeNotReadyError,
+    NotLeaderForPartitionError,
+    RequestTimedOutError,
+)
 
 from proxy.admin.state import (
     CLIENT_HEADER,
@@ -42,10 +58,20 @@ from proxy.admin.state import (
     decode_record,
     encode_record,
 )
+from proxy.admin.topic_health import ConfigTopicHealth
+from proxy.admin.topic_layout import WANTED_CONFIGS, assignment
+from proxy.cluster.view import ClusterView
 
 log = logging.getLogger("rackguard.admin.store")
 
 TOPIC_ALREADY_EXISTS = 36
+# a write is tried again on these (the leadership moves), within write_budget_s
+RETRIABLE = (KafkaTimeoutError, RequestTimedOutError, NotLeaderForPartitionError,
+             LeaderNotAvailableError, KafkaConnectionError, NodeNotReadyError, TimeoutError)
+
+
+class _Reconnect(Exception):
+    """The consumer heard nothing for too long: a new one, from the configured brokers."""
 
 
 class StoreError(Exception):
@@ -60,6 +86,10 @@ class StoreSettings:
     retry_backoff_s: float = 0.5
     max_backoff_s: float = 5.0
     client_id: str = "rackguard-configs"
+    # how long a change waits for the config topic: Kafka fences a hung leader after
+    # broker.session.timeout.ms (9 s by default), then elects another
+    write_budget_s: float = 15.0
+    fix_settings: bool = True  # set min.insync.replicas=1 on an old topic itself
     # the proxy's own TLS and SASL as aiokafka options (proxy.security)
     security: Mapping[str, Any] = field(default_factory=dict)
 
@@ -68,24 +98,34 @@ class ConfigTopicStore:
     def __init__(
         self,
         settings: StoreSettings,
-        broker_count: Callable[[], int],
+        view: Callable[[], ClusterView],
         on_change: Callable[[DynamicConfigs, DynamicConfigs, Change], None],
         on_read_failure: Callable[[], None],
         wall_clock: Callable[[], float] = time.time,
+        on_write_failure: Callable[[str], None] = lambda reason: None,
     ) -> None:
+        """``view``: the proxy's cluster view (live brokers, racks of every broker seen);
+        ``on_write_failure``: called with the reason of each failed write."""
         self.settings = settings
-        self._broker_count = broker_count
+        self._view = view
         self._on_change = on_change
         self._on_read_failure = on_read_failure
+        self._on_write_failure = on_write_failure
+        # its settings checked (``problems``: what keeps it from taking a change)
+        self.health = ConfigTopicHealth(settings.topic, settings.bootstrap[0],
+                                        settings.fix_settings, view, self._admin,
+                                        settings.request_timeout_s)
         self._wall = wall_clock
         self.state = DynamicConfigs()
         self.caught_up = False
         self.last_error: str | None = None
         self._offsets: dict[str, int] = {}  # the offset of the value applied per key
         self._read_to = 0  # the next offset to read (kept across reconnections)
+        self._answered = 0.0  # when a fetch was last answered (kept across them too)
         self._producer: AIOKafkaProducer | None = None
         self._producer_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+        self._check_task: asyncio.Task[None] | None = None
         self._topic_ready = asyncio.Event()
         self._caught_up_event = asyncio.Event()
 
@@ -96,6 +136,7 @@ class ConfigTopicStore:
         # once per episode; a write that failed, in the client's answer and the log)
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
         self._task = asyncio.ensure_future(self._follow())
+        self._check_task = asyncio.ensure_future(self.health.run(self._topic_ready))
 
     async def wait_caught_up(self, timeout: float) -> bool:
         """True once the topic has been read to its end (False if not within ``timeout``)."""
@@ -107,32 +148,69 @@ class ConfigTopicStore:
         return True
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping anyway
-                pass
-            self._task = None
+        for task in (self._task, self._check_task):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):  # noqa: BLE001 - stopping anyway
+                    pass
+        self._task = self._check_task = None
         if self._producer is not None:
             await _quietly(self._producer.stop())
             self._producer = None
 
     # ----- writing
     async def write(self, change: Change) -> None:
-        """Write ``change`` with acks=all and apply it; raises StoreError on failure."""
-        timeout = self.settings.request_timeout_s
+        """Write ``change`` with acks=all and apply it; raises StoreError on failure (the
+        value is then not in force here; a write that timed out may still be stored)."""
         key, value = encode_record(change)
-        try:
-            async with asyncio.timeout(timeout * 3):
-                producer = await self._started_producer()
-                metadata = await producer.send_and_wait(
-                    self.settings.topic, value, key,
-                    headers=[(CLIENT_HEADER, change.client.encode())])
-        except Exception as exc:  # noqa: BLE001 - every failure is the client's answer
-            raise StoreError(f"rackguard could not store the value in "
-                             f"{self.settings.topic}: {exc or type(exc).__name__}") from exc
+        headers = [(CLIENT_HEADER, change.client.encode())]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(self.settings.write_budget_s,
+                                     self.settings.request_timeout_s)
+        backoff = self.settings.retry_backoff_s
+        while True:
+            try:
+                async with asyncio.timeout(max(deadline - loop.time(), 0.01)):
+                    producer = await self._started_producer()
+                    metadata = await producer.send_and_wait(self.settings.topic, value, key,
+                                                            headers=headers)
+                break
+            except RETRIABLE as exc:
+                if loop.time() + backoff >= deadline:
+                    raise await self._failure(exc) from exc
+                # the brokers this producer knows may all be gone (it learnt them while
+                # other racks were down): start afresh from the configured brokers
+                await self._drop_producer()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.settings.max_backoff_s)
+            except Exception as exc:  # noqa: BLE001 - every failure is the client's answer
+                raise await self._failure(exc) from exc
         self._apply(change, metadata.offset)
+
+    async def _drop_producer(self) -> None:
+        async with self._producer_lock:
+            producer, self._producer = self._producer, None
+        if producer is not None:  # stop() waits for its batches: bounded
+            try:
+                async with asyncio.timeout(self.settings.request_timeout_s):
+                    await _quietly(producer.stop())
+            except TimeoutError:
+                log.debug("the config topic's producer did not stop in time")
+
+    async def _failure(self, exc: BaseException) -> StoreError:
+        """Why the write failed, with the partition's state as a broker tells it now."""
+        client = self._producer.client if self._producer is not None else None
+        reason, why = await self.health.explain(type(exc).__name__, client,
+                                                self.settings.write_budget_s)
+        self._on_write_failure(reason)
+        return StoreError(f"rackguard could not store the value in {self.settings.topic}: "
+                          f"{why}")
+
+    def _live_racks(self) -> dict[int, str]:
+        view = self._view()
+        return {node: view.rack_of(node) for node in view.brokers}
 
     async def _started_producer(self) -> AIOKafkaProducer:
         async with self._producer_lock:
@@ -143,7 +221,8 @@ class ConfigTopicStore:
                     bootstrap_servers=list(self.settings.bootstrap), acks="all",
                     client_id=self.settings.client_id, request_timeout_ms=ms,
                     retry_backoff_ms=int(self.settings.retry_backoff_s * 1000),
-                    enable_idempotence=False, linger_ms=0, **self.settings.security)
+                    enable_idempotence=False, linger_ms=0,
+                    metadata_max_age_ms=max(ms * 5, 5000), **self.settings.security)
                 try:
                     await producer.start()
                 except BaseException:
@@ -174,6 +253,8 @@ class ConfigTopicStore:
                 await self._read_forever()
             except asyncio.CancelledError:
                 raise
+            except _Reconnect:
+                continue
             except Exception as exc:  # noqa: BLE001 - keep the last values, retry
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 self._on_read_failure()
@@ -183,22 +264,26 @@ class ConfigTopicStore:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.settings.max_backoff_s)
 
-    async def _ensure_topic(self) -> None:
-        if self._topic_ready.is_set():
-            return
-        brokers = max(1, self._broker_count())
-        rf = min(3, brokers)
-        configs = {"cleanup.policy": "compact"}
-        if rf >= 3:
-            configs["min.insync.replicas"] = "2"
-        admin = AIOKafkaAdminClient(
+    def _admin(self) -> AIOKafkaAdminClient:
+        return AIOKafkaAdminClient(
             bootstrap_servers=list(self.settings.bootstrap), client_id=self.settings.client_id,
             request_timeout_ms=int(self.settings.request_timeout_s * 1000),
             **self.settings.security)
+
+    async def _ensure_topic(self) -> None:
+        if self._topic_ready.is_set():
+            return
+        configs = dict(WANTED_CONFIGS)
+        replicas = assignment(self._live_racks())
+        # no metadata yet: Kafka's own rack-aware placement of three replicas (refused
+        # where there are fewer brokers: tried again later), never a single replica
+        new = (NewTopic(self.settings.topic, -1, -1, replica_assignments={0: replicas},
+                        topic_configs=configs) if replicas
+               else NewTopic(self.settings.topic, 1, 3, topic_configs=configs))
+        admin = self._admin()
         try:
             await admin.start()
-            response = await admin.create_topics(
-                [NewTopic(self.settings.topic, 1, rf, topic_configs=configs)])
+            response = await admin.create_topics([new])
         finally:
             await _quietly(admin.close())
         for entry in response.topic_errors:
@@ -208,8 +293,9 @@ class ConfigTopicStore:
             if code != 0:
                 raise StoreError(f"cannot create {self.settings.topic}: error {code} "
                                  f"{entry[2] if len(entry) > 2 else ''}")
-            log.info("created the config topic %s (compacted, replication factor %d)",
-                     self.settings.topic, rf)
+            self.health.min_isr = 1
+            log.info("created the config topic %s (compacted, replicas on brokers %s, "
+                     "min.insync.replicas=1)", self.settings.topic, replicas)
         self._topic_ready.set()
 
     async def _read_forever(self) -> None:
@@ -228,7 +314,9 @@ class ConfigTopicStore:
             else:
                 await consumer.seek_to_beginning(tp)
             end = (await consumer.end_offsets([tp]))[tp]
-            answered = self._wall()  # when the leader last answered a fetch
+            started = self._wall()
+            if self._answered == 0.0:
+                self._answered = started
             while True:
                 batches = await consumer.getmany(tp, timeout_ms=500, max_records=1000)
                 for record in batches.get(tp, ()):
@@ -237,26 +325,35 @@ class ConfigTopicStore:
                 if not self.caught_up and await consumer.position(tp) >= end:
                     self._mark_caught_up()
                 polled = consumer.last_poll_timestamp(tp)
-                if polled is not None:
-                    answered = max(answered, polled / 1000)
-                self._check_fresh(self._wall() - answered)
+                if polled is not None:  # the leader's last fetch answer
+                    self._answered = max(self._answered, polled / 1000)
+                if (self._check_fresh(self._wall() - self._answered)
+                        and self._wall() - started > self._silence_limit_s):
+                    # every broker it knows may be gone: start afresh from the configured
+                    raise _Reconnect()
         finally:
             await _quietly(consumer.stop())
 
-    def _check_fresh(self, silent_s: float) -> None:
+    def _check_fresh(self, silent_s: float) -> bool:
         """A fetch answers at least every 100 ms while the leader is reachable; silence
         beyond a few request timeouts is a read failure (counted once, shown until it
-        ends). aiokafka keeps retrying and follows the leadership meanwhile."""
-        limit = max(3 * self.settings.request_timeout_s, 5.0)
-        if silent_s <= limit:
+        ends; True: the consumer is started again from the configured brokers). aiokafka
+        follows the leadership meanwhile, among the brokers it knows."""
+        if silent_s <= self._silence_limit_s:
             if self.last_error is not None:
                 log.info("config topic %s: reading again", self.settings.topic)
             self.last_error = None
-        elif self.last_error is None:
+            return False
+        if self.last_error is None:
             self.last_error = f"no answer from its leader for {silent_s:.0f} s"
             self._on_read_failure()
             log.warning("config topic %s: %s; the last values stay in force",
                         self.settings.topic, self.last_error)
+        return True
+
+    @property
+    def _silence_limit_s(self) -> float:
+        return max(3 * self.settings.request_timeout_s, 5.0)
 
     def _absorb(self, record: Any) -> None:
         try:

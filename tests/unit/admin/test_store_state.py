@@ -14,13 +14,14 @@ from prometheus_client import CollectorRegistry
 from proxy.admin.service import AdminConfigs
 from proxy.admin.state import Change, DynamicConfigs, Resource, StoredValue
 from proxy.admin.store import ConfigTopicStore, StoreSettings
+from proxy.cluster.view import ClusterView
 from proxy.ops.health import Health
 from proxy.settings import load_settings
 
 
 def store(changes: list[tuple[DynamicConfigs, DynamicConfigs, Change]],
           failures: list[int]) -> ConfigTopicStore:
-    return ConfigTopicStore(StoreSettings("t", ("b:1",), 1.0), lambda: 3,
+    return ConfigTopicStore(StoreSettings("t", ("b:1",), 1.0), ClusterView,
                             lambda old, new, change: changes.append((old, new, change)),
                             lambda: failures.append(1))
 
@@ -46,10 +47,10 @@ def test_records_apply_in_offset_order_and_changes_are_reported_once() -> None:
 def test_silence_is_one_counted_failure_until_reading_resumes() -> None:
     failures: list[int] = []
     s = store([], failures)
-    s._check_fresh(1.0)
+    assert s._check_fresh(1.0) is False
     assert s.last_error is None
-    s._check_fresh(6.0)
-    s._check_fresh(7.0)
+    assert s._check_fresh(6.0) is True  # stale: the consumer is started afresh
+    assert s._check_fresh(7.0) is True
     assert s.last_error is not None and "no answer" in s.last_error and failures == [1]
     s._check_fresh(0.1)
     assert s.last_error is None
