@@ -120,6 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     commands.add_parser(
+        "streams",
+        help="audit Kafka Streams' standby task spread over client tags (KIP-708; see its "
+        "--help)",
+        add_help=False,
+    )
+    commands.add_parser(
         "bench",
         help="measure the proxy against a direct connection and Tansu's proxy (see its --help)",
         add_help=False,
@@ -181,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
         from proxy.placement.command import main as placement
 
         return placement(argv[1:])
+    if argv[:1] == ["streams"]:  # loaded only when it runs, never by serve
+        from proxy.streams.command import main as streams
+
+        return streams(argv[1:])
     if argv[:1] in (["report"], ["audit"], ["dump-offsets"]):
         from proxy.tools import report_cli
 
