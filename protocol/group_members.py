@@ -6,6 +6,9 @@ anyone who asks).
 Layouts (Kafka's JoinGroupResponse.json v0-9, flexible v6+; SyncGroupRequest.json
 v0-5, flexible v4+; DescribeGroupsRequest/Response.json v0-6, flexible v5+):
 
+- JoinGroup request: group_id, session_timeout_ms, rebalance_timeout_ms (v1+), member_id,
+  group_instance_id (nullable, v5+), protocol_type, protocols[] {name, metadata bytes},
+  reason (nullable, v8+);
 - JoinGroup response: throttle_time_ms (v2+), error_code, generation_id, protocol_type
   (nullable, v7+), protocol_name (nullable v7+), leader, skip_assignment (bool, v9+),
   member_id, members[] {member_id, group_instance_id (nullable, v5+), metadata bytes};
@@ -37,6 +40,13 @@ DESCRIBE_GROUPS_API_KEY = 15
 JOIN_GROUP_MAX = 9
 SYNC_GROUP_MAX = 5
 DESCRIBE_GROUPS_MAX = 6
+
+
+class JoinGroupRequest(NamedTuple):
+    group_id: str
+    member_id: str
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]  # (name, metadata)
 
 
 class JoinedMember(NamedTuple):
@@ -89,6 +99,29 @@ def _blob(r: Reader) -> bytes:
 def _check(version: int, top: int, name: str) -> None:
     if not 0 <= version <= top:
         raise ProtocolError(f"{name} v{version} is beyond v{top}")
+
+
+def read_join_group_request(frame: Buffer, version: int, body: int) -> JoinGroupRequest:
+    _check(version, JOIN_GROUP_MAX, "JoinGroup request")
+    r = Reader(frame, body, version >= 6)
+    group = r.string()
+    r.int32()
+    if version >= 1:
+        r.int32()
+    member = r.string()
+    if version >= 5:
+        r.nullable_string()
+    ptype = r.string()
+    protocols = []
+    for _ in range(r.array()):
+        name = r.string()
+        protocols.append((name, _blob(r)))
+        r.tags()
+    if version >= 8:
+        r.nullable_string()
+    r.tags()
+    r.end()
+    return JoinGroupRequest(group, member, ptype, tuple(protocols))
 
 
 def read_join_group_response(frame: Buffer, version: int) -> JoinGroupAnswer:

@@ -45,6 +45,8 @@ from proxy.placement.metrics import PlacementCollector
 from proxy.relay.hook_chain import chain
 from proxy.relay.server import ProxyServer
 from proxy.settings import Settings, SettingsError
+from proxy.streams.metrics import StreamsCollector, streams_document
+from proxy.streams.watch import JOIN_GROUP, SYNC_GROUP, StreamsWatch
 
 log = logging.getLogger("rackguard")
 
@@ -114,6 +116,7 @@ class Rackguard:
         self.settings = settings
         self.clock = clock
         self._rack_source = rack_source
+        self.streams: StreamsWatch | None = None  # set at start unless streams_audit=off
         self.rack_hints: RackHints | None = None  # set at start when client_rack is
         self.metrics = ProxyMetrics(registry)
         registry = self.metrics.registry
@@ -238,6 +241,21 @@ class Rackguard:
                  "filled into Fetch, JoinGroup and ConsumerGroupHeartbeat requests that name "
                  "none" if mode == "fill" else "fetch bytes counted by locality, nothing changed")
 
+    def _install_streams_watch(self) -> None:
+        """Read Kafka Streams' JoinGroup and SyncGroup as they pass (docs/streams.md):
+        before any other hook of those APIs (the rack fill), so it reads what the client
+        sent."""
+        if self.settings.streams_audit != "on":
+            return
+        rack = self.rack_hints.rack if self.rack_hints is not None else None
+        self.streams = StreamsWatch(rack, self.settings.streams_zone_tag,
+                                    self.settings.streams_tags)
+        self.metrics.registry.register(StreamsCollector(self.streams))
+        watch = self.streams
+        for key, hook in ((JOIN_GROUP, watch.join_group), (SYNC_GROUP, watch.sync_group)):
+            earlier = self.server.request_hook(key)
+            self.server.set_request_hook(key, hook if earlier is None else chain(hook, earlier))
+
     async def start(self) -> None:
         if self.settings.security_protocol in ("SSL", "SASL_SSL") and \
                 self.settings.ssl_skip_hostname_check:
@@ -245,6 +263,7 @@ class Rackguard:
                         "against their host names (only against ssl_cafile): anyone with a "
                         "certificate from that CA can pose as a broker")
         await self._install_rack_hints()
+        self._install_streams_watch()
         try:
             await self.poller.poll_once()
         except PollError as exc:
@@ -265,10 +284,15 @@ class Rackguard:
         if self.settings.metrics_port is not None:
             self._ops_http = OpsHttpServer(
                 self.settings.listen_host, self.settings.metrics_port, self.metrics_text,
-                alive=LoopProbe(asyncio.get_running_loop()), ready=self.readiness)
+                alive=LoopProbe(asyncio.get_running_loop()), ready=self.readiness,
+                documents=self._documents())
             self._ops_http.start()
             log.info("metrics on http://%s:%d/metrics (also /healthz, /readyz)",
                      self.settings.advertised, self.metrics_port)
+
+    def _documents(self) -> dict[str, Callable[[], bytes]]:
+        watch = self.streams
+        return {} if watch is None else {"/streams": lambda: streams_document(watch)}
 
     def _config_wait_s(self) -> float:
         """How long start-up waits for the config topic before serving on static values:

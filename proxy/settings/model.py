@@ -29,11 +29,12 @@ from proxy.settings.ops import OpsFields
 from proxy.settings.relay import RelayFields
 from proxy.settings.rule import RuleFields
 from proxy.settings.security import SecurityFields
+from proxy.settings.streams import StreamsFields
 from proxy.settings.values import ENV_PREFIX, SettingsError
 
 
-class Settings(SecurityFields, OpsFields, LocalityFields, RuleFields, RelayFields,
-               BaseSettings):
+class Settings(StreamsFields, SecurityFields, OpsFields, LocalityFields, RuleFields,
+               RelayFields, BaseSettings):
     """Every setting of rackguard. Field descriptions are docs/settings.md's table."""
 
     model_config = SettingsConfigDict(

@@ -20,9 +20,10 @@ import sys
 from typing import TextIO
 
 from proxy.streams.audit import audit
+from proxy.streams.document import audit_json
 from proxy.streams.live import LiveError, read_group, sidecar_rows
 from proxy.streams.model import app_from_members
-from proxy.streams.render import audit_json, audit_text
+from proxy.streams.render import audit_text
 from proxy.streams.sources import instance_zones
 
 

@@ -1,15 +1,13 @@
-"""The Streams audit as text (aligned tables) and as JSON.
+"""The Streams audit as text (aligned tables), for ``rackguard streams audit``.
 
-Invariant: pure functions of an :class:`~proxy.streams.audit.AppAudit`; the JSON
-document carries everything the text shows (and each task's copies and values).
+Invariant: pure functions of an :class:`~proxy.streams.audit.AppAudit`; the JSON form
+(:mod:`.document`) carries everything the text shows.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from proxy.placement.render import table
-from proxy.streams.audit import SIDECAR_ZONE, SPREADS, AppAudit, TaskAudit
+from proxy.streams.audit import SIDECAR_ZONE, SPREADS, AppAudit
 
 VERDICT_HELP = {
     "not possible": "no set of the instances present spreads it further",
@@ -77,30 +75,3 @@ def audit_text(report: AppAudit, limit: int = 50) -> str:
                 "their sidecar's zone (a configuration copied from another zone?): "
                 + ", ".join(m.label for m in report.zone_mismatch)]
     return "\n".join(out)
-
-
-def _task_json(t: TaskAudit) -> dict[str, Any]:
-    return {"task": t.task, "copies": list(t.copies), "verdict": t.verdict,
-            "spread": dict(t.spread), "collapsed": list(t.collapsed),
-            "values": {d: list(v) for d, v in t.values.items()}}
-
-
-def audit_json(report: AppAudit) -> dict[str, Any]:
-    return {
-        "app": report.app,
-        "dimensions": list(report.dimensions),
-        "copies": report.copies,
-        "ideal_possible": report.ideal_possible,
-        "tasks_total": len(report.tasks),
-        "tasks_fully_spread": report.fully_spread,
-        "spread": {d: report.counts(d) for d in report.dimensions},
-        "verdicts": report.verdicts(),
-        "instances": [{"process_id": i.process_id, "label": i.label, "tags": dict(i.tags),
-                       "members": list(i.members), "rack": i.rack,
-                       "sidecar_zone": i.sidecar_zone} for i in report.instances],
-        "untagged": {p: list(d) for p, d in report.untagged.items()},
-        "zone_mismatch": [{"process_id": m.process_id, "label": m.label,
-                           "zone_tag": m.tag_value, "sidecar_zone": m.sidecar_zone}
-                          for m in report.zone_mismatch],
-        "tasks": [_task_json(t) for t in report.tasks],
-    }
