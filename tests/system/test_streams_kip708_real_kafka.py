@@ -87,8 +87,8 @@ class Node:
 class Deployment:
     """Sidecars and Kafka Streams instances of one application."""
 
-    def __init__(self, rig: SystemRig, cp: str, work: Path, nodes: list[tuple[str, str, str]]
-                 ) -> None:
+    def __init__(self, rig: SystemRig, cp: str, work: Path, nodes: list[tuple[str, str, str]],
+                 protocol: str = "classic") -> None:
         assert rig.cluster is not None
         self.app = f"kip708-{uuid.uuid4().hex[:8]}"
         self.input, self.output = f"{self.app}-in", f"{self.app}-out"
@@ -103,7 +103,8 @@ class Deployment:
                 wire.wait_for_port(*node.proxy.broker_address(b), 30, proc=node.proxy.proc)
         specs = [f"{n.name}={n.proxy.bootstrap},{n.zone_tag},{n.cluster}" for n in self.nodes]
         self.jvm = subprocess.Popen(
-            [streams_java.java(), "-Xmx768m", "-XX:TieredStopAtLevel=1", "-cp", cp,
+            [streams_java.java(), "-Xmx768m", "-XX:TieredStopAtLevel=1",
+             f"-Dgroup.protocol={protocol}", "-cp", cp,
              "StreamsKip708", self.app, self.input, self.output, str(work / "state"), *specs],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True, start_new_session=True)
@@ -187,7 +188,9 @@ def kip_nodes(zones: tuple[str, ...] = ZONES, copied: dict[int, str] | None = No
 @pytest.fixture
 def deployment(rig: SystemRig, streams_cp: str, tmp_path: Path, request: pytest.FixtureRequest
                ) -> Iterator[Deployment]:
-    dep = Deployment(rig, streams_cp, tmp_path, request.param)
+    nodes, protocol = (request.param if isinstance(request.param, tuple)
+                       else (request.param, "classic"))
+    dep = Deployment(rig, streams_cp, tmp_path, nodes, protocol)
     try:
         yield dep
     finally:
@@ -218,16 +221,16 @@ def audit_copies(doc: dict[str, Any], status: dict[str, Any]
                  for c in inst["consumers"]}
     names = {}
     for inst in doc["instances"]:
-        for member in inst["members"]:
+        for member in [*inst["members"], inst["label"]]:
             for consumer, name in consumers.items():
-                if member.startswith(consumer + "-"):
+                if member == consumer or member.startswith(consumer + "-"):
                     names[inst["process_id"]] = name
     return {t["task"]: (names.get(t["copies"][0], "?"),
                         tuple(sorted(names.get(p, "?") for p in t["copies"][1:])))
             for t in doc["tasks"]}
 
 
-def settled(dep: Deployment, instances: int, timeout: float = 240
+def settled(dep: Deployment, instances: int, timeout: float = 240, sidecar: bool = True
             ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Kafka Streams' status and the leader sidecar's audit once every instance runs,
     every task has its active and two standbys, and the audit names the same copies
@@ -241,6 +244,8 @@ def settled(dep: Deployment, instances: int, timeout: float = 240
         audits = [d["audits"][dep.app] for d in docs if dep.app in d["audits"]]
         java = java_copies(status)
         running = [i for i in status["instances"].values() if i["state"] == "RUNNING"]
+        if not sidecar:  # a KIP-1071 group: the command's audit, from StreamsGroupDescribe
+            audits = [cli_audit(dep, "--protocol", "streams")[1]]
         ok = (len(running) == instances and len(java) == TASKS
               and all(a and len(s) == 2 for a, s in java.values()) and len(audits) == 1
               and audit_copies(audits[0], status) == java)
@@ -263,10 +268,10 @@ def cli_audit(dep: Deployment, *extra: str) -> tuple[int, dict[str, Any]]:
     return done.returncode, dict(json.loads(done.stdout))
 
 
-def cli_text(dep: Deployment) -> str:
+def cli_text(dep: Deployment, *extra: str) -> str:
     alive = [n for n in dep.nodes if n.proxy.alive()]
     argv = [str(RACKGUARD), "streams", "audit", "--bootstrap", alive[0].proxy.bootstrap,
-            "--group", dep.app, "--tags", "zone,cluster"]
+            "--group", dep.app, "--tags", "zone,cluster", *extra]
     for n in alive:
         argv += ["--sidecar", n.sidecar]
     return subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
@@ -370,3 +375,21 @@ def test_two_zones_are_not_possible_rather_than_not_done(deployment: Deployment)
     assert sample(got, "rackguard_streams_task_verdicts", app=dep.app,
                   verdict="not possible") == TASKS
     print("\n" + cli_text(dep))
+
+
+# ----- KIP-1071: the broker assigns; the command reads StreamsGroupDescribe
+
+@pytest.mark.parametrize("deployment", [(kip_nodes(), "streams")], indirect=True,
+                         ids=["kip1071"])
+def test_a_kip1071_streams_group_is_audited_by_the_command(deployment: Deployment) -> None:
+    dep = deployment
+    status, report = settled(dep, 9, sidecar=False)
+    assert report["protocol"] == "streams"
+    assert report["tasks_total"] == TASKS
+    assert all(i["tags"]["cluster"] in CLUSTERS and i["tags"]["zone"] in ZONES
+               for i in report["instances"])
+    # Kafka 4.4's broker-side assignor places standbys by load and stickiness only
+    # (docs/streams.md): the spread is whatever that gives, and the audit says which
+    print(f"\nKIP-1071 on Kafka 4.4: {report['tasks_fully_spread']} of {TASKS} tasks fully "
+          f"spread, verdicts {report['verdicts']}")
+    print(cli_text(dep, "--protocol", "streams"))

@@ -11,6 +11,10 @@
 //                    "consumers": [consumer client id]}}}
 //   close NAME ...  closes those instances (no leave: as if their zone went away)
 //   quit            closes the rest and exits
+//
+// With -Dgroup.protocol=streams the instances use the KIP-1071 streams rebalance protocol
+// (the broker assigns): the group's streams.num.standby.replicas is set to 2 first, through
+// the first instance's bootstrap address.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.time.Duration;
@@ -20,7 +24,12 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.TreeSet;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
@@ -33,6 +42,18 @@ import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.state.Stores;
 
 public class StreamsKip708 {
+    static final boolean STREAMS_PROTOCOL = "streams".equals(System.getProperty("group.protocol"));
+
+    static void standbysForTheGroup(String app, String bootstrap) throws Exception {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        try (Admin admin = Admin.create(p)) {
+            ConfigResource group = new ConfigResource(ConfigResource.Type.GROUP, app);
+            admin.incrementalAlterConfigs(Map.of(group, List.of(new AlterConfigOp(
+                new ConfigEntry("streams.num.standby.replicas", "2"), AlterConfigOp.OpType.SET))))
+                .all().get();
+        }
+    }
     static String quote(String s) {
         return "\"" + s.replace("\\", "\\\\").replace("\"", "\\\"") + "\"";
     }
@@ -67,8 +88,12 @@ public class StreamsKip708 {
         p.put(StreamsConfig.clientTagPrefix("zone"), zone);
         p.put(StreamsConfig.clientTagPrefix("cluster"), cluster);
         p.put(StreamsConfig.RACK_AWARE_ASSIGNMENT_TAGS_CONFIG, "zone,cluster");
-        p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 10000);
-        p.put(StreamsConfig.consumerPrefix(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG), 1000);
+        if (STREAMS_PROTOCOL) {
+            p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, "streams");
+        } else {
+            p.put(StreamsConfig.consumerPrefix(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG), 10000);
+            p.put(StreamsConfig.consumerPrefix(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG), 1000);
+        }
         KafkaStreams streams = new KafkaStreams(builder.build(), p);
         streams.start();
         return streams;
@@ -77,6 +102,9 @@ public class StreamsKip708 {
     public static void main(String[] args) throws Exception {
         String app = args[0], input = args[1], output = args[2], stateDir = args[3];
         Map<String, KafkaStreams> instances = new LinkedHashMap<>();
+        if (STREAMS_PROTOCOL) {
+            standbysForTheGroup(app, args[4].split("=", 2)[1].split(",")[0]);
+        }
         for (int i = 4; i < args.length; i++) {
             String[] kv = args[i].split("=", 2);
             String[] parts = kv[1].split(",");
