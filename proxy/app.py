@@ -24,6 +24,7 @@ from proxy.admin.service import AdminConfigs
 from proxy.cluster.poller import MetadataPoller, PollError
 from proxy.cluster.upstream_health import UpstreamHealth
 from proxy.cluster.view import ClusterView, ClusterViewStore
+from proxy.enforce.dimensions import RackDimensions
 from proxy.enforce.enforcement import EnforcementSettings, RackEnforcer
 from proxy.enforce.metrics import EnforcementMetrics
 from proxy.enforce.policy import RackRule
@@ -65,12 +66,20 @@ class StartupError(Exception):
 def rack_rule(settings: Settings) -> RackRule:
     prefixes = tuple(sorted(settings.topic_prefix_min_insync_racks.items(),
                             key=lambda item: -len(item[0])))
+    by_topic: dict[str, dict[str, int]] = {}
+    for key, n in settings.topic_min_insync_racks_by_dimension.items():
+        topic, _, dimension = key.rpartition("/")
+        by_topic.setdefault(topic, {})[dimension] = n
     return RackRule(
         default_min_racks=settings.min_insync_racks,
         topic_min_racks=dict(settings.topic_min_insync_racks),
         prefix_min_racks=prefixes,
         max_metadata_age_s=settings.max_metadata_age_ms / 1000,
         fail_open=settings.fail_open,
+        dimensions=(RackDimensions.parse(settings.rack_dimensions)
+                    if settings.rack_dimensions else None),
+        dimension_minimums=dict(settings.min_insync_racks_by_dimension) or None,
+        topic_dimension_minimums=by_topic or None,
     )
 
 

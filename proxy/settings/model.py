@@ -24,6 +24,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from proxy.settings.dimensions import DimensionFields
 from proxy.settings.locality import LocalityFields
 from proxy.settings.ops import OpsFields
 from proxy.settings.relay import RelayFields
@@ -33,8 +34,8 @@ from proxy.settings.streams import StreamsFields
 from proxy.settings.values import ENV_PREFIX, SettingsError
 
 
-class Settings(StreamsFields, SecurityFields, OpsFields, LocalityFields, RuleFields,
-               RelayFields, BaseSettings):
+class Settings(StreamsFields, SecurityFields, OpsFields, LocalityFields, DimensionFields,
+               RuleFields, RelayFields, BaseSettings):
     """Every setting of rackguard. Field descriptions are docs/settings.md's table."""
 
     model_config = SettingsConfigDict(
