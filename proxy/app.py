@@ -56,6 +56,7 @@ RELOADABLE = frozenset({
     "min_insync_racks", "topic_min_insync_racks", "topic_prefix_min_insync_racks",
     "error_mode", "not_enough_racks_code", "observe", "max_metadata_age_ms", "fail_open",
     "unknown_partition_wait_ms", "log_level",
+    "rack_dimensions", "min_insync_racks_by_dimension", "topic_min_insync_racks_by_dimension",
 })
 
 
