@@ -57,9 +57,10 @@ def proxy(rig: SystemRig, tmp_path: Path) -> Iterator[tuple[RackguardProxy, str,
                              for t in (regional, plain)])
     finally:
         admin.close()
-    labels = ",".join(f"{n}={REGION_ZONE[r]}" for n, r in BROKER_RACKS.items())
+    labels = [a for n, r in BROKER_RACKS.items() for a in ("--broker-rack",
+                                                          f"{n}={REGION_ZONE[r]}")]
     p = RackguardProxy(rig.cluster.bootstrap, tmp_path, tuple(BROKER_RACKS), (
-        "--min-insync-racks", "2", "--broker-rack", labels, "--broker-racks-override",
+        "--min-insync-racks", "2", *labels, "--broker-racks-override",
         "--rack-dimensions", "region/zone",
         "--topic-min-insync-racks-by-dimension", f"{regional}/region=2",
         "--metadata-refresh-interval-ms", "1000"))
