@@ -22,6 +22,7 @@ from benchmarks.fuzz_admin import Spec, framed
 from protocol._message import Writer
 from protocol.group_members import (
     read_describe_groups_response,
+    read_join_group_request,
     read_join_group_response,
     read_sync_group_request,
 )
@@ -130,6 +131,12 @@ def _sync(version: int) -> Callable[[bytes], object]:
     return run
 
 
+def _join_request(version: int) -> Callable[[bytes], object]:
+    def run(data: bytes) -> object:
+        return read_join_group_request(data, version, parse_request_header(data).body_offset)
+    return run
+
+
 def _join(version: int) -> Callable[[bytes], object]:
     return lambda data: read_join_group_response(data, version)
 
@@ -141,7 +148,7 @@ def _describe(version: int) -> Callable[[bytes], object]:
 def streams_targets() -> list[Spec]:
     """(name, decoder, seeds) for every Streams decoder and version."""
     from kafka.protocol.admin import DescribeGroupsResponse
-    from kafka.protocol.consumer import JoinGroupResponse, SyncGroupRequest
+    from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse, SyncGroupRequest
 
     g = _golden()
     subs = [v for k, v in g.items() if k.startswith("subscription")]
@@ -155,6 +162,13 @@ def streams_targets() -> list[Spec]:
         ("streams group describe v0", lambda d: read_response(d, 0),
          [streams_describe_response(True), streams_describe_response(False)]),
     ]
+    proto = JoinGroupRequest.JoinGroupRequestProtocol
+    for v in range(10):
+        frame = framed(JoinGroupRequest(
+            version=v, group_id="app", session_timeout_ms=45000, rebalance_timeout_ms=300000,
+            member_id="m-1", group_instance_id=None, protocol_type="consumer",
+            protocols=[proto(name="stream", metadata=sub)], reason=None))
+        out.append((f"join group request v{v}", _join_request(v), [frame]))
     member = JoinGroupResponse.JoinGroupResponseMember
     for v in range(10):
         frame = framed(JoinGroupResponse(
