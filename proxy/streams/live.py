@@ -152,6 +152,9 @@ def _classic(conn: _Conn, group: str) -> GroupRead:
                         f"{described.error_code}")
     if described.state in ("Dead", "Empty") or not described.members:
         raise LiveError(f"{conn.address}: group {group!r} has no members ({described.state})")
+    if described.state != "Stable":
+        raise LiveError(f"{conn.address}: group {group!r} is {described.state}: a classic "
+                        "group shows its members' data only while Stable; try again")
     if described.protocol != "stream":
         raise LiveError(f"{conn.address}: group {group!r} uses assignor "
                         f"{described.protocol!r}, not Kafka Streams' \"stream\"")

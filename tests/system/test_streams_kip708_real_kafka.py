@@ -244,8 +244,14 @@ def settled(dep: Deployment, instances: int, timeout: float = 240, sidecar: bool
         audits = [d["audits"][dep.app] for d in docs if dep.app in d["audits"]]
         java = java_copies(status)
         running = [i for i in status["instances"].values() if i["state"] == "RUNNING"]
+        failed = {n: i["state"] for n, i in status["instances"].items()
+                  if i["state"] in ("ERROR", "PENDING_ERROR", "NOT_RUNNING")}
+        assert not failed, f"Kafka Streams instances stopped: {failed}"
         if not sidecar:  # a KIP-1071 group: the command's audit, from StreamsGroupDescribe
-            audits = [cli_audit(dep, "--protocol", "streams")[1]]
+            try:
+                audits = [cli_audit(dep, "--protocol", "streams")[1]]
+            except AssertionError:  # not described yet (exit 2): ask again
+                audits = []
         ok = (len(running) == instances and len(java) == TASKS
               and all(a and len(s) == 2 for a, s in java.values()) and len(audits) == 1
               and audit_copies(audits[0], status) == java)
