@@ -297,7 +297,6 @@ def leader_samples(dep: Deployment) -> dict[Any, float]:
 @pytest.mark.parametrize("deployment", [kip_nodes()], indirect=True, ids=["kip-example"])
 def test_the_kip_example_is_fully_spread_and_survives_a_zone(deployment: Deployment) -> None:
     dep = deployment
-    dep.produce(50)
     status, doc = settled(dep, 9)
     assert doc["tasks_total"] == TASKS and doc["tasks_fully_spread"] == TASKS
     got = leader_samples(dep)
@@ -312,7 +311,9 @@ def test_the_kip_example_is_fully_spread_and_survives_a_zone(deployment: Deploym
     assert audit_copies(report, status) == java_copies(status)
     assert report["zone_mismatch"] == []
     print("\n" + cli_text(dep))
+    dep.produce(50)
     assert dep.counts() == dep.produced
+    time.sleep(3)  # the standbys apply the changelog (commit interval 200 ms)
 
     # (d) the zone eu-central-1c goes: its sidecars die, its instances stop heartbeating
     before = java_copies(status)

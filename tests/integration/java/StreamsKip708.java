@@ -85,6 +85,9 @@ public class StreamsKip708 {
         p.put(StreamsConfig.NUM_STANDBY_REPLICAS_CONFIG, 2);
         p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 3);
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
+        // only an instance holding the task's whole state counts as caught up (as with
+        // production-sized state): a lost active goes to one of its standbys
+        p.put(StreamsConfig.ACCEPTABLE_RECOVERY_LAG_CONFIG, 0L);
         p.put(StreamsConfig.clientTagPrefix("zone"), zone);
         p.put(StreamsConfig.clientTagPrefix("cluster"), cluster);
         p.put(StreamsConfig.RACK_AWARE_ASSIGNMENT_TAGS_CONFIG, "zone,cluster");
