@@ -13,8 +13,9 @@
 //   quit            closes the rest and exits
 //
 // With -Dgroup.protocol=streams the instances use the KIP-1071 streams rebalance protocol
-// (the broker assigns): the group's streams.num.standby.replicas is set to 2 first, through
-// the first instance's bootstrap address.
+// (the broker assigns): the group's streams.num.standby.replicas (2) and
+// streams.rack.aware.assignment.tags (zone,cluster) are set first, through the first
+// instance's bootstrap address.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.time.Duration;
@@ -49,8 +50,12 @@ public class StreamsKip708 {
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         try (Admin admin = Admin.create(p)) {
             ConfigResource group = new ConfigResource(ConfigResource.Type.GROUP, app);
-            admin.incrementalAlterConfigs(Map.of(group, List.of(new AlterConfigOp(
-                new ConfigEntry("streams.num.standby.replicas", "2"), AlterConfigOp.OpType.SET))))
+            admin.incrementalAlterConfigs(Map.of(group, List.of(
+                new AlterConfigOp(new ConfigEntry("streams.num.standby.replicas", "2"),
+                                  AlterConfigOp.OpType.SET),
+                new AlterConfigOp(new ConfigEntry("streams.rack.aware.assignment.tags",
+                                                  "zone,cluster"),
+                                  AlterConfigOp.OpType.SET))))
                 .all().get();
         }
     }
