@@ -2,13 +2,15 @@
 
 Every decoding entry point of protocol/streams_subscription.py (SubscriptionInfo v1-11
 and the consumer envelope), protocol/streams_assignment.py (AssignmentInfo v1-11 and
-its envelope), protocol/group_members.py (JoinGroup responses v0-9, SyncGroup requests
-v0-5, DescribeGroups responses v0-6) and protocol/streams_group_describe.py (v0),
-called the way proxy/streams/ calls them. Seeds: the golden bytes Kafka Streams' own
-classes wrote (tests/unit/protocol/streams_golden.json, read as data), kafka-python's
-group messages around them, and a StreamsGroupDescribe response written field by field
-from Kafka's StreamsGroupDescribeResponse.json (:func:`streams_describe_response`,
-which the unit tests use too).
+its envelope), protocol/group_members.py (JoinGroup requests and responses v0-9,
+SyncGroup requests v0-5, DescribeGroups responses v0-6), protocol/streams_group_describe.py
+(v0) and protocol/streams_group_heartbeat.py (v0-1), called the way proxy/streams/ calls
+them. Seeds: the golden bytes Kafka Streams' own classes wrote
+(tests/unit/protocol/streams_golden.json, read as data), kafka-python's group messages
+around them, and a StreamsGroupDescribe response and StreamsGroupHeartbeat requests
+written field by field from Kafka's JSON message definitions
+(:func:`streams_describe_response`, :func:`streams_heartbeat_request`, which the unit
+tests use too).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from protocol.group_members import (
 from protocol.headers import parse_request_header
 from protocol.streams_assignment import member_assignment, parse_streams_assignment
 from protocol.streams_group_describe import read_response
+from protocol.streams_group_heartbeat import read_heartbeat
 from protocol.streams_subscription import member_subscription, parse_streams_subscription
 
 GOLDEN = (Path(__file__).resolve().parents[1] / "tests" / "unit" / "protocol"
@@ -120,6 +123,78 @@ def streams_describe_response(topology: bool = True) -> bytes:
     return struct.pack(">i", len(body)) + body
 
 
+def streams_heartbeat_request(version: int = 1, joining: bool = True) -> bytes:
+    """A StreamsGroupHeartbeat request frame, field by field from Kafka's
+    StreamsGroupHeartbeatRequest.json: a joining member (epoch 0, with its topology,
+    process id and tags) or a steady one (nulls: unchanged)."""
+    w = Writer(True)
+    client = b"node-1-StreamThread-1-consumer"
+    w.raw(struct.pack(">hhih", 88, version, 5, len(client)) + client + b"\x00")
+    w.string("wordcount")
+    w.string("member-1")
+    w.int32(0 if joining else 7)
+    w.int32(0)
+    w.string(None)
+    w.string(None)
+    w.int32(300000)
+    if joining:
+        w.int8(1)
+        w.int32(0)
+        w.array(1)
+        w.string("0")
+        w.array(1)
+        w.string("words")
+        w.array(0)
+        w.array(1)
+        w.string("wordcount-counts-changelog")
+        w.int32(0)
+        w.int16(3)
+        w.array(0)
+        w.tags()
+        w.array(0)
+        w.array(0)
+        w.array(1)
+        for _ in range(3):
+            w.array(1)
+            w.int16(0)
+        w.tags()
+        w.tags()
+        w.tags()
+    else:
+        w.int8(-1)
+    for _ in range(3):  # active, standby, warmup tasks
+        if joining:
+            w.array(0)
+        else:
+            w.array(None)
+    w.string(PROCESS if joining else None)
+    if joining:
+        w.int8(1)
+        w.string("host-a")
+        w.raw(struct.pack(">H", 8080))
+        w.tags()
+    else:
+        w.int8(-1)
+    if joining:
+        w.array(len(TAGS))
+        for key, value in TAGS.items():
+            w.string(key)
+            w.string(value)
+            w.tags()
+    else:
+        w.array(None)
+    for _ in range(2):
+        w.array(1)
+        w.string("0")
+        w.int32(2)
+        w.raw(struct.pack(">q", 99))
+        w.tags()
+    w.boolean(False)
+    w.tags()
+    body = w.body()
+    return struct.pack(">i", len(body)) + body
+
+
 def _golden() -> dict[str, bytes]:
     doc = json.loads(GOLDEN.read_text())
     return {k: bytes.fromhex(v) for k, v in doc.items() if k != "latest"}
@@ -128,6 +203,12 @@ def _golden() -> dict[str, bytes]:
 def _sync(version: int) -> Callable[[bytes], object]:
     def run(data: bytes) -> object:
         return read_sync_group_request(data, version, parse_request_header(data).body_offset)
+    return run
+
+
+def _heartbeat(version: int) -> Callable[[bytes], object]:
+    def run(data: bytes) -> object:
+        return read_heartbeat(data, version, parse_request_header(data).body_offset)
     return run
 
 
@@ -162,6 +243,9 @@ def streams_targets() -> list[Spec]:
         ("streams group describe v0", lambda d: read_response(d, 0),
          [streams_describe_response(True), streams_describe_response(False)]),
     ]
+    for v in (0, 1):
+        out.append((f"streams group heartbeat v{v}", _heartbeat(v),
+                    [streams_heartbeat_request(v, True), streams_heartbeat_request(v, False)]))
     proto = JoinGroupRequest.JoinGroupRequestProtocol
     for v in range(10):
         frame = framed(JoinGroupRequest(

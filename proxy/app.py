@@ -47,7 +47,7 @@ from proxy.relay.hook_chain import chain
 from proxy.relay.server import ProxyServer
 from proxy.settings import Settings, SettingsError
 from proxy.streams.metrics import StreamsCollector, streams_document
-from proxy.streams.watch import JOIN_GROUP, SYNC_GROUP, StreamsWatch
+from proxy.streams.watch import JOIN_GROUP, STREAMS_GROUP_HEARTBEAT, SYNC_GROUP, StreamsWatch
 
 log = logging.getLogger("rackguard")
 
@@ -262,7 +262,8 @@ class Rackguard:
                                     self.settings.streams_tags)
         self.metrics.registry.register(StreamsCollector(self.streams))
         watch = self.streams
-        for key, hook in ((JOIN_GROUP, watch.join_group), (SYNC_GROUP, watch.sync_group)):
+        for key, hook in ((JOIN_GROUP, watch.join_group), (SYNC_GROUP, watch.sync_group),
+                          (STREAMS_GROUP_HEARTBEAT, watch.streams_group_heartbeat)):
             earlier = self.server.request_hook(key)
             self.server.set_request_hook(key, hook if earlier is None else chain(hook, earlier))
 

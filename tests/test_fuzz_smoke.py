@@ -23,8 +23,8 @@ DECODERS = ("framing", "request header", "produce request", "produce response v"
             # Kafka Streams (issue 31)
             "streams subscription info", "streams assignment info",
             "streams subscription envelope", "streams assignment envelope",
-            "streams group describe v0", "join group request v", "join group response v",
-            "sync group request v",
+            "streams group describe v0", "streams group heartbeat v", "join group request v",
+            "join group response v", "sync group request v",
             "describe groups response v")
 
 

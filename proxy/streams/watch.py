@@ -8,6 +8,10 @@ JoinGroup and SyncGroup that read, never change, what passes.
 - The JoinGroup response to that member: when it is the group leader, every member's
   metadata (kept until the leader's SyncGroup); when it is not, any audit this proxy
   held for the group is dropped (the leader moved).
+- A StreamsGroupHeartbeat request (KIP-1071 streams groups) of a member behind this
+  proxy that names its process id and client tags (when joining, or when they change):
+  the same zone check as for a JoinGroup. The broker assigns these groups, so their
+  audit is the command's (StreamsGroupDescribe), not the sidecar's.
 - The leader's SyncGroup request: every member's assignment. With the metadata of the
   same generation it makes the application's audit (:func:`~proxy.streams.audit.audit`),
   which replaces the last one whole.
@@ -35,6 +39,8 @@ from protocol.group_members import (
 )
 from protocol.headers import parse_request_header
 from protocol.primitives import ProtocolError
+from protocol.streams_group_heartbeat import MAX_VERSION as HEARTBEAT_MAX
+from protocol.streams_group_heartbeat import read_heartbeat
 from protocol.streams_subscription import STREAM_PROTOCOL
 from proxy.relay.actions import Action, ClientInfo, Forward
 from proxy.streams.audit import AppAudit, audit
@@ -43,7 +49,7 @@ from proxy.streams.sources import classic_member, classic_members
 
 log = logging.getLogger("rackguard.streams")
 
-JOIN_GROUP, SYNC_GROUP = 11, 14
+JOIN_GROUP, SYNC_GROUP, STREAMS_GROUP_HEARTBEAT = 11, 14, 88
 CONSUMER = "consumer"
 
 
@@ -111,9 +117,20 @@ class StreamsWatch:
             return Forward(frame)
         group = request.group_id
         key = (group, member.process_id)
-        own = OwnInstance(group, member.process_id, parse_request_header(frame).client_id or "",
-                          dict(member.tags), member.tags.get(self.zone_tag), self.client_rack,
-                          request.member_id)
+        self._own(client, group, member.process_id, dict(member.tags), request.member_id,
+                  parse_request_header(frame).client_id or "")
+
+        def joined(answer: memoryview, version: int) -> memoryview:
+            self._joined(key, answer, version)
+            return answer
+
+        return Forward(frame, True, joined)
+
+    def _own(self, client: ClientInfo, group: str, process: str, tags: dict[str, str],
+             member_id: str, client_id: str) -> None:
+        key = (group, process)
+        own = OwnInstance(group, process, client_id, tags, tags.get(self.zone_tag),
+                          self.client_rack, member_id)
         before = self.own.get(key)
         self.own = {**self.own, key: own}
         if own.zone_state == "differs" and (before is None or before.zone_state != "differs"):
@@ -122,11 +139,21 @@ class StreamsWatch:
                         "configuration copied from another zone?", own.client_id or client.peer,
                         own.process_id, group, self.zone_tag, own.zone_tag, self.client_rack)
 
-        def joined(answer: memoryview, version: int) -> memoryview:
-            self._joined(key, answer, version)
-            return answer
-
-        return Forward(frame, True, joined)
+    # ----- StreamsGroupHeartbeat (KIP-1071)
+    def streams_group_heartbeat(self, client: ClientInfo, frame: memoryview, api_key: int,
+                                api_version: int, corr: int) -> Action:
+        if api_version > HEARTBEAT_MAX:
+            return Forward(frame)
+        try:
+            header = parse_request_header(frame)
+            beat = read_heartbeat(frame, api_version, header.body_offset)
+        except ProtocolError:
+            self.unreadable += 1
+            return Forward(frame)
+        if beat.client_tags is not None and beat.process_id:
+            self._own(client, beat.group_id, beat.process_id, beat.client_tags,
+                      beat.member_id, header.client_id or "")
+        return Forward(frame)
 
     def _joined(self, key: tuple[str, str], answer: memoryview, version: int) -> None:
         group = key[0]

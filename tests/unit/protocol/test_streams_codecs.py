@@ -21,7 +21,7 @@ from kafka.protocol.admin import DescribeGroupsResponse
 from kafka.protocol.consumer import JoinGroupResponse, SyncGroupRequest
 
 from benchmarks.fuzz_admin import framed
-from benchmarks.fuzz_streams import streams_describe_response
+from benchmarks.fuzz_streams import streams_describe_response, streams_heartbeat_request
 from protocol.group_members import (
     encode_describe_groups_request,
     read_describe_groups_response,
@@ -32,6 +32,7 @@ from protocol.headers import parse_request_header
 from protocol.primitives import ProtocolError
 from protocol.streams_assignment import member_assignment, parse_streams_assignment
 from protocol.streams_group_describe import encode_request, read_response
+from protocol.streams_group_heartbeat import read_heartbeat
 from protocol.streams_subscription import (
     TaskId,
     member_subscription,
@@ -197,3 +198,20 @@ def test_streams_group_describe() -> None:
         ok_or_protocol_error(lambda d: read_response(d, 0), bytes(data))
     with pytest.raises(ProtocolError):
         read_response(frame, 1)
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_streams_group_heartbeat(version: int) -> None:
+    frame = streams_heartbeat_request(version, True)
+    body = parse_request_header(frame).body_offset
+    beat = read_heartbeat(frame, version, body)
+    assert (beat.group_id, beat.member_epoch, beat.process_id) == ("wordcount", 0, PROCESS)
+    assert beat.client_tags == TAGS and beat.rack_id is None
+    steady = streams_heartbeat_request(version, False)
+    assert read_heartbeat(steady, version, body).client_tags is None
+    for i in range(body, len(frame)):
+        with pytest.raises(ProtocolError):
+            read_heartbeat(frame[:i], version, body)
+    check_corruptions(lambda d: read_heartbeat(d, version, body), frame)
+    with pytest.raises(ProtocolError):
+        read_heartbeat(frame, 2, body)

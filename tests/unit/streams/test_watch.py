@@ -14,6 +14,7 @@ from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse, SyncGro
 from prometheus_client import CollectorRegistry, generate_latest
 
 from benchmarks.fuzz_admin import framed
+from benchmarks.fuzz_streams import streams_heartbeat_request
 from protocol.streams_assignment import parse_streams_assignment
 from protocol.streams_subscription import parse_streams_subscription
 from proxy.relay.actions import ClientInfo, Forward
@@ -188,3 +189,17 @@ def test_other_groups_and_protocols_are_left_alone() -> None:
     action: Any = watch.join_group(CLIENT, memoryview(frame), 11, 9, 1)
     assert action.transform is None and watch.own == {}
     assert parse_streams_subscription(subscription_info(process(1), {}, {})) is not None
+
+
+def test_a_kip1071_member_behind_the_sidecar_is_checked_from_its_heartbeat() -> None:
+    watch = StreamsWatch(ZONES[2], "zone", ())  # the member's tags say eu-central-1a
+    for joining in (True, False):
+        frame = streams_heartbeat_request(1, joining)
+        action = watch.streams_group_heartbeat(CLIENT, memoryview(frame), 88, 1, 5)
+        assert isinstance(action, Forward) and bytes(action.frame) == frame
+    (own,) = watch.own.values()  # the steady heartbeat (tags unchanged: null) changes nothing
+    assert own.group == APP and own.zone_state == "differs"
+    assert own.client_id == "node-1-StreamThread-1-consumer"
+    bad = streams_heartbeat_request(1, True)[:-5]
+    watch.streams_group_heartbeat(CLIENT, memoryview(bad), 88, 1, 5)
+    assert watch.unreadable == 1
