@@ -395,6 +395,11 @@ def test_a_kip1071_streams_group_is_audited_by_the_command(deployment: Deploymen
     assert report["tasks_total"] == TASKS
     assert all(i["tags"]["cluster"] in CLUSTERS and i["tags"]["zone"] in ZONES
                for i in report["instances"])
+    # each sidecar read its member's tags from its StreamsGroupHeartbeat
+    for n in dep.nodes:
+        got = read_samples(metrics_url(n.metrics_port))
+        assert sample(got, "rackguard_streams_sidecar_instances", app=dep.app,
+                      zone_tag="matches") == 1, n.name
     # Kafka 4.4's broker-side assignor places standbys by load and stickiness only
     # (docs/streams.md): the spread is whatever that gives, and the audit says which
     print(f"\nKIP-1071 on Kafka 4.4: {report['tasks_fully_spread']} of {TASKS} tasks fully "
