@@ -84,3 +84,25 @@ def test_settings_reach_the_rule() -> None:
                  "topic_min_insync_racks_by_dimension": "orders=2"}):
         with pytest.raises(SettingsError):
             load_settings({"upstream": "k:9", **bad}, env={})
+
+
+def test_refusals_are_counted_per_dimension(view: ClusterView) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from proxy.enforce.metrics import EnforcementMetrics
+    from proxy.relay.actions import ClientInfo
+    from tests.prometheus_text import parse_samples, sample
+
+    registry = CollectorRegistry()
+    metrics = EnforcementMetrics(registry, lambda: T0)
+    rule = RackRule(default_min_racks=2, dimensions=DIMS,
+                    dimension_minimums={"region": 2, "zone": 3})
+    got = decide(request(("orders", [0, 1, 2]), ("logs", [0])), view, rule, T0)
+    metrics.record(got, False, ClientInfo("peer", "bootstrap"))
+    text = parse_samples(generate_latest(registry).decode())
+    assert sample(text, "rackguard_produce_dimension_refusals_total", topic="orders",
+                  dimension="region", decision="rejected") == 1
+    assert sample(text, "rackguard_produce_dimension_refusals_total", topic="orders",
+                  dimension="zone", decision="rejected") == 1
+    assert sample(text, "rackguard_produce_dimension_refusals_total", topic="logs",
+                  dimension="region", decision="rejected") == 1
