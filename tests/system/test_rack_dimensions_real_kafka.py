@@ -28,9 +28,11 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from protocol.metadata import MetadataSnapshot, PartitionMetadata, TopicMetadata, read_metadata
 from tests.integration.harness import wire
+from tests.integration.harness.ports import free_port
 from tests.integration.harness.procs import RackguardProxy
 from tests.integration.harness.wire import RawKafkaConnection
 from tests.integration.kip_support import NOT_ENOUGH_REPLICAS, raw_produce_to
+from tests.prometheus_text import metrics_url, read_samples, sample
 
 from .cluster import BROKER_RACKS
 from .rig import SystemRig
@@ -43,7 +45,7 @@ REGION_ZONE = {"rack-a": "eu-central-1/eu-central-1a", "rack-b": "eu-central-1/e
 
 
 @pytest.fixture
-def proxy(rig: SystemRig, tmp_path: Path) -> Iterator[tuple[RackguardProxy, str, str]]:
+def proxy(rig: SystemRig, tmp_path: Path) -> Iterator[tuple[RackguardProxy, str, str, int]]:
     if rig.cluster is None:
         pytest.skip("needs the Kafka cluster this repository starts (tests/system/cluster.py)")
     from kafka.admin import KafkaAdminClient, NewTopic
@@ -57,18 +59,19 @@ def proxy(rig: SystemRig, tmp_path: Path) -> Iterator[tuple[RackguardProxy, str,
                              for t in (regional, plain)])
     finally:
         admin.close()
+    metrics_port = free_port()
     labels = [a for n, r in BROKER_RACKS.items() for a in ("--broker-rack",
                                                           f"{n}={REGION_ZONE[r]}")]
     p = RackguardProxy(rig.cluster.bootstrap, tmp_path, tuple(BROKER_RACKS), (
         "--min-insync-racks", "2", *labels, "--broker-racks-override",
         "--rack-dimensions", "region/zone",
         "--topic-min-insync-racks-by-dimension", f"{regional}/region=2",
-        "--metadata-refresh-interval-ms", "1000"))
+        "--metadata-refresh-interval-ms", "1000", "--metrics-port", str(metrics_port)))
     p.start()
     try:
         for n in BROKER_RACKS:
             wire.wait_for_port(*p.broker_address(n), 30, proc=p.proc)
-        yield p, regional, plain
+        yield p, regional, plain, metrics_port
     finally:
         p.stop()
 
@@ -109,8 +112,8 @@ def isr_sizes(p: RackguardProxy, topic: str) -> list[int]:
 
 
 def test_a_region_minimum_on_real_kafka(rig: SystemRig,
-                                        proxy: tuple[RackguardProxy, str, str]) -> None:
-    p, regional, plain = proxy
+                                        proxy: tuple[RackguardProxy, str, str, int]) -> None:
+    p, regional, plain, metrics_port = proxy
     until(lambda: all(n == 3 for t in (regional, plain) for n in isr_sizes(p, t)),
           "full ISRs")
     until(lambda: all(code == 0 for t in (regional, plain) for code, _ in produce(p, t)),
@@ -130,6 +133,9 @@ def test_a_region_minimum_on_real_kafka(rig: SystemRig,
     print(f"\nrack-c (eu-west-1) down: {refused[0][1]}")
     assert all(code == 0 for code, _ in produce(p, plain))  # 2 racks: enough for it
     assert all(code == 0 for code, _ in produce(p, regional, acks=1))  # acks=1 untouched
+    got = read_samples(metrics_url(metrics_port))
+    assert (sample(got, "rackguard_produce_dimension_refusals_total", topic=regional,
+                   dimension="region", decision="rejected") or 0) >= PARTITIONS
 
     rig.start_rack("rack-c")
     until(lambda: all(n == 3 for t in (regional, plain) for n in isr_sizes(p, t)),
