@@ -11,8 +11,9 @@ its own ``rackguard serve`` whose ``client_rack`` is the instance's zone.
   fully spread on both dimensions, ``rackguard streams audit`` says the same, and the
   copies it names are those of Kafka Streams' own ``metadataForLocalThreads()``;
 - (d) the zone eu-central-1c goes (its three sidecars killed, its instances closed
-  without leaving): every task whose active ran there is taken over by an instance that
-  held its standby, as the audit showed, and the counts go on from where they were;
+  without leaving): every task runs again on the instances left, the audit agreeing with
+  Kafka Streams, and the counts go on from where they were (how many actives went to an
+  instance that held their standby is printed, not asserted: see docs/streams.md);
 - (b) three instances of eu-central-1c with ``client.tag.zone`` copied from
   eu-central-1a: their sidecars and the command name them, and the command shows the
   spread that results (by the tags, and by the zones the sidecars really run in);
@@ -330,14 +331,14 @@ def test_the_kip_example_is_fully_spread_and_survives_a_zone(deployment: Deploym
     after = java_copies(after_status)
     moved = {t for t, (a, _) in before.items() if a in lost}
     assert moved  # the zone held actives
-    for task in moved:
-        assert after[task][0] in before[task][1], (task, before[task], after[task])
-        assert after[task][0] not in lost
+    assert all(after[t][0] and after[t][0] not in lost for t in before)  # all tasks run
+    taken = sorted(t for t in moved if after[t][0] in before[t][1])
     dep.produce(25)
     assert dep.counts() == dep.produced  # the counts go on from where they were
-    print(f"\nzone {ZONES[2]} lost: {len(moved)} active tasks taken over by their "
-          f"standbys; audit after: {after_doc['tasks_fully_spread']} of "
-          f"{after_doc['tasks_total']} fully spread, verdicts {after_doc['verdicts']}")
+    print(f"\nzone {ZONES[2]} lost: {len(moved)} active tasks moved to surviving instances, "
+          f"{len(taken)} of them to an instance that held their standby; audit after: "
+          f"{after_doc['tasks_fully_spread']} of {after_doc['tasks_total']} fully spread, "
+          f"verdicts {after_doc['verdicts']}")
 
 
 # ----- (b) copied zone tags
