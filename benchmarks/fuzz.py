@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.fuzz_admin import admin_targets  # noqa: E402
 from benchmarks.fuzz_locality import locality_targets  # noqa: E402
+from benchmarks.fuzz_streams import streams_targets  # noqa: E402
 from protocol.api_versions import (  # noqa: E402
     PROXY_VERSION_CAPS,
     cap_api_versions,
@@ -223,7 +224,7 @@ def targets() -> list[Target]:
                       [f for _, f in seeds["sasl_handshake_request"]]))
     add("sasl handshake response", "sasl_handshake_response", read_handshake_response)
     add("sasl authenticate response", "sasl_authenticate_response", read_authenticate_outcome)
-    later = admin_targets(ask) + locality_targets()  # the decoders of issues 16, 18 and 19
+    later = admin_targets(ask) + locality_targets() + streams_targets()  # issues 16-19, 31
     out.extend(Target(name, run, frames) for name, run, frames in later)
     return out
 

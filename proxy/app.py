@@ -28,6 +28,7 @@ from proxy.cluster.upstream_health import UpstreamHealth
 from proxy.cluster.view import ClusterView, ClusterViewStore
 from proxy.cluster.watch import WatchedTopics
 from proxy.cluster.watch_hooks import watch_hooks
+from proxy.enforce.dimensions import RackDimensions
 from proxy.enforce.enforcement import EnforcementSettings, RackEnforcer
 from proxy.enforce.metrics import EnforcementMetrics
 from proxy.enforce.policy import RackRule
@@ -50,6 +51,8 @@ from proxy.placement.metrics import PlacementCollector
 from proxy.relay.hook_chain import chain
 from proxy.relay.server import ProxyServer
 from proxy.settings import Settings, SettingsError
+from proxy.streams.metrics import StreamsCollector, streams_document
+from proxy.streams.watch import JOIN_GROUP, STREAMS_GROUP_HEARTBEAT, SYNC_GROUP, StreamsWatch
 
 log = logging.getLogger("rackguard")
 
@@ -58,6 +61,7 @@ RELOADABLE = frozenset({
     "min_insync_racks", "topic_min_insync_racks", "topic_prefix_min_insync_racks",
     "error_mode", "not_enough_racks_code", "observe", "max_metadata_age_ms", "fail_open",
     "unknown_partition_wait_ms", "log_level",
+    "rack_dimensions", "min_insync_racks_by_dimension", "topic_min_insync_racks_by_dimension",
 })
 
 
@@ -68,12 +72,20 @@ class StartupError(Exception):
 def rack_rule(settings: Settings) -> RackRule:
     prefixes = tuple(sorted(settings.topic_prefix_min_insync_racks.items(),
                             key=lambda item: -len(item[0])))
+    by_topic: dict[str, dict[str, int]] = {}
+    for key, n in settings.topic_min_insync_racks_by_dimension.items():
+        topic, _, dimension = key.rpartition("/")
+        by_topic.setdefault(topic, {})[dimension] = n
     return RackRule(
         default_min_racks=settings.min_insync_racks,
         topic_min_racks=dict(settings.topic_min_insync_racks),
         prefix_min_racks=prefixes,
         max_metadata_age_s=settings.max_metadata_age_ms / 1000,
         fail_open=settings.fail_open,
+        dimensions=(RackDimensions.parse(settings.rack_dimensions)
+                    if settings.rack_dimensions else None),
+        dimension_minimums=dict(settings.min_insync_racks_by_dimension) or None,
+        topic_dimension_minimums=by_topic or None,
     )
 
 
@@ -119,6 +131,7 @@ class Rackguard:
         self.settings = settings
         self.clock = clock
         self._rack_source = rack_source
+        self.streams: StreamsWatch | None = None  # set at start unless streams_audit=off
         self.rack_hints: RackHints | None = None  # set at start when client_rack is
         self.metrics = ProxyMetrics(registry)
         registry = self.metrics.registry
@@ -275,6 +288,22 @@ class Rackguard:
         for api_key, hook in hooks.items():
             self.server.set_request_hook(api_key, hook)
 
+    def _install_streams_watch(self) -> None:
+        """Read Kafka Streams' JoinGroup and SyncGroup as they pass (docs/streams.md):
+        before any other hook of those APIs (the rack fill), so it reads what the client
+        sent."""
+        if self.settings.streams_audit != "on":
+            return
+        rack = self.rack_hints.rack if self.rack_hints is not None else None
+        self.streams = StreamsWatch(rack, self.settings.streams_zone_tag,
+                                    self.settings.streams_tags)
+        self.metrics.registry.register(StreamsCollector(self.streams))
+        watch = self.streams
+        for key, hook in ((JOIN_GROUP, watch.join_group), (SYNC_GROUP, watch.sync_group),
+                          (STREAMS_GROUP_HEARTBEAT, watch.streams_group_heartbeat)):
+            earlier = self.server.request_hook(key)
+            self.server.set_request_hook(key, hook if earlier is None else chain(hook, earlier))
+
     async def start(self) -> None:
         if self.settings.security_protocol in ("SSL", "SASL_SSL") and \
                 self.settings.ssl_skip_hostname_check:
@@ -282,6 +311,7 @@ class Rackguard:
                         "against their host names (only against ssl_cafile): anyone with a "
                         "certificate from that CA can pose as a broker")
         await self._install_rack_hints()
+        self._install_streams_watch()
         self._install_watch_hooks()
         try:
             await self.poller.poll_once()
@@ -305,10 +335,15 @@ class Rackguard:
             self._ops_http = OpsHttpServer(
                 self.settings.metrics_host or self.settings.listen_host,
                 self.settings.metrics_port, self.metrics_text,
-                alive=LoopProbe(asyncio.get_running_loop()), ready=self.readiness)
+                alive=LoopProbe(asyncio.get_running_loop()), ready=self.readiness,
+                documents=self._documents())
             self._ops_http.start()
             log.info("metrics on http://%s:%d/metrics (also /healthz, /readyz)",
                      self.settings.advertised, self.metrics_port)
+
+    def _documents(self) -> dict[str, Callable[[], bytes]]:
+        watch = self.streams
+        return {} if watch is None else {"/streams": lambda: streams_document(watch)}
 
     def _config_wait_s(self) -> float:
         """How long start-up waits for the config topic before serving on static values:

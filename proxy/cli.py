@@ -131,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
         "client_rack_command; see its --help)",
         add_help=False,
     )
+    commands.add_parser(
+        "streams",
+        help="audit Kafka Streams' standby task spread over client tags (KIP-708; see its "
+        "--help)",
+        add_help=False,
+    )
     demo = commands.add_parser(
         "demo",
         help="see the rack rule work: simulator + proxy + producer, racks down and back",
@@ -219,6 +225,10 @@ def _main(argv: list[str]) -> int:
         from proxy.locality.node_zone import main as node_zone
 
         return node_zone(argv[1:])
+    if argv[:1] == ["streams"]:  # loaded only when it runs, never by serve
+        from proxy.streams.command import main as streams
+
+        return streams(argv[1:])
     if argv[:1] in (["report"], ["audit"], ["dump-offsets"]):
         from proxy.tools import report_cli
 

@@ -19,7 +19,13 @@ DECODERS = ("framing", "request header", "produce request", "produce response v"
             "create partitions request v", "create partitions response v",
             "fetch rack fill v", "fetch rack read v", "fetch response v", "join group v",
             "consumer subscription parse", "consumer subscription rack",
-            "consumer group heartbeat v")
+            "consumer group heartbeat v",
+            # Kafka Streams (issue 31)
+            "streams subscription info", "streams assignment info",
+            "streams subscription envelope", "streams assignment envelope",
+            "streams group describe v0", "streams group heartbeat v", "join group request v",
+            "join group response v", "sync group request v",
+            "describe groups response v")
 
 
 def test_a_short_fuzz_run_finds_nothing() -> None:

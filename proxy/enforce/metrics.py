@@ -7,10 +7,11 @@ registry exposes them at scrape time under the same names, labels and types
 as prometheus_client's Counter and Histogram would (the counter
 ``rackguard_produce_partitions{topic,decision,reason}``, the histogram
 ``rackguard_metadata_age_at_decision_seconds``, each with its ``_created``
-samples). Counts only grow; the event loop is their one writer and a scrape
-reads a copy. Rejections are logged at most once per topic per
-``log_interval_s`` with a count of those suppressed, so a rack outage cannot
-flood the log.
+samples), and, for refusals by a dimension's minimum (racks split into region/zone...),
+``rackguard_produce_dimension_refusals{topic,dimension,decision}``. Counts only grow;
+the event loop is their one writer and a scrape reads a copy. Rejections are logged at
+most once per topic per ``log_interval_s`` with a count of those suppressed, so a rack
+outage cannot flood the log.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
+from proxy.enforce.dimensions import shortfall
 from proxy.enforce.policy import Decision, Verdict
 from proxy.relay.actions import ClientInfo
 
@@ -33,6 +35,9 @@ log = logging.getLogger("rackguard.enforcement")
 _AGE_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0, 60.0)
 PARTITIONS = "rackguard_produce_partitions"
 PARTITIONS_HELP = "acks=all produce partitions checked, by topic, decision and reason"
+DIMENSIONS = "rackguard_produce_dimension_refusals"
+DIMENSIONS_HELP = ("acks=all produce partitions refused (or, in observe mode, that would "
+                   "be) because their ISR spans too few values of a rack dimension")
 AGE = "rackguard_metadata_age_at_decision_seconds"
 AGE_HELP = "Age of the cluster view when a rack decision was made"
 
@@ -63,6 +68,7 @@ class EnforcementMetrics:
         self._age_buckets = [0] * (len(_AGE_BUCKETS) + 1)
         self._age_sum = 0.0
         self._age_created = time.time()
+        self._dimension_counts: dict[tuple[str, str, str], int] = {}
         self._last_log: dict[str, float] = {}
         self._suppressed: dict[str, int] = {}
         registry.register(_DecisionCollector(self))  # first: /metrics keeps its order
@@ -93,6 +99,8 @@ class EnforcementMetrics:
                 buckets[bisect_left(_AGE_BUCKETS, age)] += 1
                 age_sum += age
             if key[1] != "forwarded":
+                if d.dimensions is not None:
+                    self._count_dimension(d, key[1])
                 self._log_rejection(d, key[1], client)
         if age_sum:
             self._age_sum += age_sum
@@ -101,6 +109,14 @@ class EnforcementMetrics:
         decision, reason = _LABELS[verdict, observe]
         key = self._keys[topic, verdict, observe] = (topic or "?", decision, reason)
         return key
+
+    def _count_dimension(self, d: Decision, decision: str) -> None:
+        assert d.dimensions is not None
+        miss = shortfall(d.isr_racks, d.dimensions, d.minimums or {})
+        if miss is not None:
+            key = (d.topic or "?", miss.dimension, decision)
+            self._dimension_counts = {**self._dimension_counts,
+                                      key: self._dimension_counts.get(key, 0) + 1}
 
     def _log_rejection(self, d: Decision, decision: str, client: ClientInfo) -> None:
         topic = d.topic or "?"
@@ -117,8 +133,9 @@ class EnforcementMetrics:
 
     # ----- read at scrape time (another thread: copies are taken in one step each)
 
-    def families(self) -> tuple[Metric, Metric]:
+    def families(self) -> tuple[Metric, ...]:
         counts = dict(self._counts)
+        by_dimension = self._dimension_counts
         created = dict(self._created)
         buckets = list(self._age_buckets)
         age_sum = self._age_sum
@@ -134,7 +151,13 @@ class EnforcementMetrics:
         ages.add_sample(f"{AGE}_count", {}, float(total))
         ages.add_sample(f"{AGE}_sum", {}, age_sum)
         ages.add_sample(f"{AGE}_created", {}, self._age_created)
-        return partitions, ages
+        if not by_dimension:  # the family appears with the first refusal by a dimension
+            return partitions, ages
+        dimensions = CounterMetricFamily(DIMENSIONS, DIMENSIONS_HELP,
+                                         labels=["topic", "dimension", "decision"])
+        for key, value in sorted(by_dimension.items()):
+            dimensions.add_metric(list(key), float(value))
+        return partitions, ages, dimensions
 
 
 class _DecisionCollector(Collector):
@@ -144,7 +167,9 @@ class _DecisionCollector(Collector):
     def describe(self) -> Iterator[Metric]:
         return iter((CounterMetricFamily(PARTITIONS, PARTITIONS_HELP,
                                          labels=["topic", "decision", "reason"]),
-                     Metric(AGE, AGE_HELP, "histogram")))
+                     Metric(AGE, AGE_HELP, "histogram"),
+                     CounterMetricFamily(DIMENSIONS, DIMENSIONS_HELP,
+                                         labels=["topic", "dimension", "decision"])))
 
     def collect(self) -> Iterator[Metric]:
         return iter(self._metrics.families())

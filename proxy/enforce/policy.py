@@ -16,7 +16,11 @@ The rule, per partition of an acks=-1 request, in this order:
    answers NOT_ENOUGH_REPLICAS itself: replica count is checked first);
 5. distinct racks of the ISR members (a rackless broker counts as the rack
    "", a node the proxy has never seen counts as no rack at all) fewer than
-   required: reject NOT_ENOUGH_RACKS; else forward.
+   required: reject NOT_ENOUGH_RACKS;
+6. where racks have dimensions (``rack_dimensions``, e.g. region/zone) and the topic
+   a minimum per dimension: the ISR's distinct values of a dimension fewer than its
+   minimum: reject NOT_ENOUGH_RACKS naming the dimension (:mod:`.dimensions`); else
+   forward. Without dimensions (the default) this step does not exist.
 
 ``decide_known`` is the same rule in the one pass the Produce hook makes: it
 gives up (None) at the first topic or partition the view lacks, exactly when
@@ -32,6 +36,7 @@ from typing import NamedTuple
 
 from protocol.produce_request import ProduceRequest, TopicKey
 from proxy.cluster.view import ClusterView
+from proxy.enforce.dimensions import RackDimensions, shortfall
 
 NOT_ENOUGH_REPLICAS = 19
 UNKNOWN_TOPIC_OR_PARTITION = 3
@@ -70,6 +75,10 @@ class RackRule:
     prefix_min_racks: tuple[tuple[str, int], ...] = ()  # longest prefix first
     max_metadata_age_s: float = 10.0
     fail_open: bool = False
+    # the rule over several dimensions (None: racks are one dimension, the default)
+    dimensions: RackDimensions | None = None
+    dimension_minimums: Mapping[str, int] | None = None  # for every topic
+    topic_dimension_minimums: Mapping[str, Mapping[str, int]] | None = None  # by topic
 
     @property
     def enabled(self) -> bool:
@@ -78,7 +87,20 @@ class RackRule:
             self.default_min_racks > 1
             or any(v > 1 for v in (self.topic_min_racks or {}).values())
             or any(v > 1 for _, v in self.prefix_min_racks)
+            or self.dimensions is not None and (
+                any(v > 1 for v in (self.dimension_minimums or {}).values())
+                or any(v > 1 for m in (self.topic_dimension_minimums or {}).values()
+                       for v in m.values()))
         )
+
+    def minimums(self, topic: str | None) -> Mapping[str, int] | None:
+        """The topic's distinct in-sync values per dimension, where some dimension needs
+        more than one; None (the default, and always without dimensions): none."""
+        if self.dimensions is None:
+            return None
+        own = (self.topic_dimension_minimums or {}).get(topic) if topic is not None else None
+        found = own if own is not None else self.dimension_minimums
+        return found if found and any(v > 1 for v in found.values()) else None
 
     def required_racks(self, topic: str) -> int:
         if self.topic_min_racks:
@@ -108,6 +130,8 @@ class Decision(NamedTuple):
     leader: int = -1
     min_insync_replicas: int | None = None
     metadata_age_s: float = 0.0
+    dimensions: RackDimensions | None = None  # set when a dimension's minimum refused it
+    minimums: Mapping[str, int] | None = None
 
     def message(self) -> str:
         """The partition's error_message on the wire for a rejection."""
@@ -118,6 +142,10 @@ class Decision(NamedTuple):
                 f"{self.metadata_age_s:.1f}s old; cannot verify min.insync.racks="
                 f"{self.required_racks}"
             )
+        if self.dimensions is not None and self.minimums is not None:
+            miss = shortfall(self.isr_racks, self.dimensions, self.minimums)
+            if miss is not None:
+                return miss.message(name, self.partition, self.isr)
         seen = ",".join(repr(r) if r == "" else r for r in self.isr_racks) or "none"
         return (
             f"NOT_ENOUGH_RACKS: {name}-{self.partition}: in-sync replicas "
@@ -184,6 +212,8 @@ def _decide(
             continue
         name = topic.name
         required = rule.required_racks(name)
+        minimums = rule.minimums(name)
+        dims = rule.dimensions if minimums is not None else None
         age = view.age(now, topic)
         stale = age > rule.max_metadata_age_s
         min_isr = topic.min_insync_replicas
@@ -198,7 +228,7 @@ def _decide(
                 append(make(key, name, index, verdict, required, metadata_age_s=age))
                 continue
             _index, _error, leader, _epoch, _replicas, isr, _offline = row
-            if required <= 1:
+            if required <= 1 and minimums is None:
                 racks: tuple[str, ...] = ()
                 verdict = passed
             else:
@@ -209,6 +239,10 @@ def _decide(
                     verdict = Verdict.BELOW_MIN_ISR
                 elif len(racks) < required:
                     verdict = Verdict.NOT_ENOUGH_RACKS
+                elif dims is not None and shortfall(racks, dims, minimums or {}) is not None:
+                    append(make(key, name, index, Verdict.NOT_ENOUGH_RACKS, required, isr,
+                                racks, leader, min_isr, age, dims, minimums))
+                    continue
                 else:
                     verdict = passed
             append(make(key, name, index, verdict, required, isr, racks, leader, min_isr, age))

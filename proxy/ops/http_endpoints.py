@@ -1,4 +1,5 @@
-"""The operations HTTP endpoint: /metrics, /healthz, /readyz on one port.
+"""The operations HTTP endpoint: /metrics, /healthz, /readyz on one port (and the JSON
+documents other concerns give it, such as /streams).
 
 Invariant: it runs in its own thread with its own stdlib server, so a scrape
 never runs as a task on the proxy's event loop, and it holds no state of its
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -42,12 +43,14 @@ class OpsHttpServer:
         metrics: Render,
         alive: Check,
         ready: Check,
+        documents: Mapping[str, Render] | None = None,
     ) -> None:
         self._host = host
         self._port = port
         self._metrics = metrics
         self._alive = alive
         self._ready = ready
+        self._documents = dict(documents or {})
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -89,6 +92,8 @@ class OpsHttpServer:
                         self._health(ops._alive())
                     elif path == "/readyz":
                         self._health(ops._ready())
+                    elif path in ops._documents:
+                        self._send(200, ops._documents[path](), "application/json")
                     else:
                         self._send(404, b"not found: try /metrics, /healthz or /readyz\n")
                 except Exception as exc:  # a failing collector must not kill the thread

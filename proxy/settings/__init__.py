@@ -2,7 +2,8 @@
 
 The model (:mod:`.model`) joins one group of fields per concern: the relay
 (:mod:`.relay`), the rule (:mod:`.rule`), rack locality (:mod:`.locality`), operations
-(:mod:`.ops`) and security (:mod:`.security`); :mod:`.values` holds the parsers their
+(:mod:`.ops`), security (:mod:`.security`) and the Kafka Streams audit
+(:mod:`.streams`); :mod:`.values` holds the parsers their
 validators share. Precedence: CLI flags over ``RACKGUARD_*`` environment variables over
 the TOML file named by ``--config`` over the defaults.
 """

@@ -24,11 +24,13 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from proxy.settings.dimensions import DimensionFields
 from proxy.settings.locality import LocalityFields
 from proxy.settings.ops import OpsFields
 from proxy.settings.relay import RelayFields
 from proxy.settings.rule import RuleFields
 from proxy.settings.security import SecurityFields
+from proxy.settings.streams import StreamsFields
 from proxy.settings.values import ENV_PREFIX, SettingsError
 
 # Settings renamed: their earlier names are still read from a TOML file (the new name
@@ -36,8 +38,8 @@ from proxy.settings.values import ENV_PREFIX, SettingsError
 RENAMED = {"shutdown_timeout_ms": "drain_timeout_ms"}
 
 
-class Settings(SecurityFields, OpsFields, LocalityFields, RuleFields, RelayFields,
-               BaseSettings):
+class Settings(StreamsFields, SecurityFields, OpsFields, LocalityFields, DimensionFields,
+               RuleFields, RelayFields, BaseSettings):
     """Every setting of rackguard. Field descriptions are docs/settings.md's table."""
 
     model_config = SettingsConfigDict(

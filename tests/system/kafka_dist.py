@@ -31,6 +31,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 POM = Path(__file__).resolve().parent / "kafka" / "pom.xml"
+STREAMS_POM = Path(__file__).resolve().parent / "kafka_streams" / "pom.xml"
 CACHE = Path(os.environ.get("RGTEST_KAFKA_CACHE", REPO / ".cache" / "kafka"))
 DEFAULT_VERSION = "4.4.0"  # the latest 4.x release on Maven Central: the one default
 SECOND_LINE = "3.9.2"  # the 3.x line: the Java client against Tansu, RGTEST_KAFKA_VERSION
@@ -140,6 +141,48 @@ def install(kafka_version: str, say: Callable[[str], None] = print) -> Path:
         return folder
 
 
+def streams_libs(kafka_version: str | None = None) -> Path:
+    return CACHE / (kafka_version or version()) / "streams-libs"
+
+
+def streams_ready(kafka_version: str | None = None) -> bool:
+    return (streams_libs(kafka_version) / "READY").exists()
+
+
+def streams_classpath(kafka_version: str | None = None) -> str:
+    return str(streams_libs(kafka_version)) + os.sep + "*"
+
+
+def install_streams(kafka_version: str | None = None) -> Path:
+    """Resolves Kafka Streams of ``kafka_version`` (with kafka-clients and RocksDB's JNI
+    jar, what a Streams application needs at run time) into ``streams-libs`` beside the
+    release's ``libs``, once: a ``READY`` file inside marks it complete."""
+    v = kafka_version or version()
+    folder = streams_libs(v)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / ".streams-lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if streams_ready(v):
+            return folder
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise RuntimeError("Maven (mvn) is not installed: apt-get install -y maven")
+        shutil.rmtree(folder, ignore_errors=True)
+        argv = [mvn, "-q", "-B", "-f", str(STREAMS_POM), f"-Dkafka.version={v}",
+                f"-Dlibs={folder}", "dependency:copy-dependencies"]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=1800,
+                              cwd=STREAMS_POM.parent)
+        shutil.rmtree(STREAMS_POM.parent / "target", ignore_errors=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"resolving Kafka Streams {v} failed:\n"
+                               f"{(done.stdout + done.stderr)[-4000:]}")
+        jars = sorted(p.name for p in folder.glob("*.jar"))
+        if not any(j.startswith("kafka-streams-") for j in jars):
+            raise RuntimeError(f"resolving Kafka Streams {v}: no kafka-streams jar in {folder}")
+        (folder / "READY").write_text("\n".join(jars) + "\n")
+        return folder
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] != ["install"]:
         print("usage: python -m tests.system.kafka_dist install [VERSION ...]", file=sys.stderr)
@@ -149,6 +192,10 @@ def main(argv: list[str]) -> int:
         folder = install(v, lambda line: print(line, file=sys.stderr))
         print(f"Apache Kafka {v}: {'already in' if already else 'resolved into'} {folder} "
               f"({len(list(folder.glob('*.jar')))} jars)")
+    # Kafka Streams of the release the tests run (the KIP-708 proof and golden bytes)
+    streams = install_streams(DEFAULT_VERSION)
+    print(f"Kafka Streams {DEFAULT_VERSION}: in {streams} "
+          f"({len(list(streams.glob('*.jar')))} jars)")
     return 0
 
 

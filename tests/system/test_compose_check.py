@@ -31,6 +31,8 @@ from proxy.cluster.view import ClusterView
 from proxy.locality.metrics import LocalityMetrics
 from proxy.settings import load_settings
 from tests.system import kafka_dist
+from proxy.streams.metrics import StreamsCollector
+from proxy.streams.watch import StreamsWatch
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -189,6 +191,7 @@ def exported_names() -> set[str]:
     app = Rackguard(load_settings({"upstream": "127.0.0.1:9", "view_scope": "cluster"}))
     locality = CollectorRegistry()  # what a proxy with client_rack adds (at start)
     LocalityMetrics(locality, "rack-a", "fill", ClusterView)
+    locality.register(StreamsCollector(StreamsWatch("rack-a", "zone", ())))  # (at start)
     text = app.metrics_text().decode() + generate_latest(locality).decode()
     names = set()
     for name, kind in re.findall(r"# TYPE (\S+) (\S+)", text):
@@ -228,7 +231,7 @@ def test_grafana_dashboard_and_datasource() -> None:
     assert used <= exported_names(), used - exported_names()
     for needed in ("rackguard_under_min_rack_isr_partitions", "rackguard_isr_rack_count",
                    "rackguard_produce_partitions_total", "rackguard_bytes_total",
-                   "rackguard_fetch_bytes_total"):
+                   "rackguard_fetch_bytes_total", "rackguard_streams_tasks"):
         assert needed in used  # rack coverage, rejections, throughput
     ids = [p["id"] for p in dash["panels"]]
     assert len(ids) == len(set(ids))
