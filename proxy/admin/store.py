@@ -309,7 +309,8 @@ class ConfigTopicStore:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=list(self.settings.bootstrap), client_id=self.settings.client_id,
             group_id=None, enable_auto_commit=False, request_timeout_ms=ms,
-            fetch_max_wait_ms=FETCH_WAIT_MS, retry_backoff_ms=int(self.settings.retry_backoff_s * 1000),
+            fetch_max_wait_ms=FETCH_WAIT_MS,
+            retry_backoff_ms=int(self.settings.retry_backoff_s * 1000),
             metadata_max_age_ms=max(ms * 5, 5000), **self.settings.security)
         await consumer.start()
         try:

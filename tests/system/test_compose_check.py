@@ -30,9 +30,9 @@ from proxy.app import Rackguard
 from proxy.cluster.view import ClusterView
 from proxy.locality.metrics import LocalityMetrics
 from proxy.settings import load_settings
-from tests.system import kafka_dist
 from proxy.streams.metrics import StreamsCollector
 from proxy.streams.watch import StreamsWatch
+from tests.system import kafka_dist
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
