@@ -31,6 +31,7 @@ from proxy.ledger.recorder import ledger_from_settings
 from proxy.locality.hooks import RackHints
 from proxy.locality.metrics import LocalityMetrics
 from proxy.locality.source import RackSourceError, resolve_client_rack
+from proxy.losswatch.watch import loss_watch_from_settings
 from proxy.ops.health import Health, LoopProbe, readiness
 from proxy.ops.http_endpoints import OpsHttpServer
 from proxy.ops.kip_metrics import RackCoverageCollector
@@ -154,6 +155,14 @@ class Rackguard:
             self.ledger,
         )
         self.server.set_produce_hook(self.enforcer)
+        # The loss watch (None when off): reads every acknowledged Produce answer, checks
+        # the leader after leader changes, reports acknowledged records the cluster lost.
+        self.loss_watch = loss_watch_from_settings(settings, registry, clock,
+                                                   lambda: self.store.view,
+                                                   self.poller.call_broker)
+        if self.loss_watch is not None:
+            self.enforcer.watch_answers(self.loss_watch.expect)
+            self.store.subscribe(self.loss_watch.view_changed)
         # min.insync.racks set through the Admin API (the config topic): the enforcer's
         # rule is the static one (file/flags) with the dynamic values over it.
         self._static = StaticValues(self.enforcer.settings.rule,
@@ -259,6 +268,8 @@ class Rackguard:
         await self.admin.start(self._config_wait_s())
         await self.server.start()
         self._keep(self._housekeeping())
+        if self.loss_watch is not None:
+            self._keep(self.loss_watch.run())
         self.poller.start()
         if self.ledger is not None:
             self.ledger.start()

@@ -90,6 +90,7 @@ class _Conn:
         self.corr = 0
         self.versions: dict[int, tuple[int, int]] = {}
         self.expires_at = float("inf")  # the SASL session's end (KIP-368), if it has one
+        self.lock = asyncio.Lock()  # one exchange at a time: the poller and ``call_broker``
 
     def next_correlation_id(self) -> int:
         self.corr += 1
@@ -103,6 +104,10 @@ class _Conn:
 
     async def exchange(self, frame: bytes, corr: int, timeout: float) -> Buffer:
         """Send a request frame; return the response frame (size prefix included)."""
+        async with self.lock:
+            return await self._exchange(frame, corr, timeout)
+
+    async def _exchange(self, frame: bytes, corr: int, timeout: float) -> Buffer:
         self.writer.write(frame)
         async with asyncio.timeout(timeout):
             head = await self.reader.readexactly(4)
@@ -195,6 +200,28 @@ class MetadataPoller:
         self._waiters.append(waiter)
         self._wake.set()
         return waiter
+
+    async def call_broker(self, node_id: int, api_key: int, min_version: int,
+                          max_version: int, build: Callable[[int], Any]) -> tuple[Buffer, int]:
+        """A request of the proxy's own to broker ``node_id`` on this poller's connection to
+        it (the loss watch's reads of a partition's leader): ``build(version)`` at the
+        broker's highest version up to ``max_version``; LookupError when it has none from
+        ``min_version``. A failed exchange drops the connection."""
+        broker = self._store.view.brokers.get(node_id)
+        if broker is None:
+            raise PollError(f"broker {node_id} is not in the view")
+        c = Candidate(node_id, broker.host, broker.port, broker.rack)
+        conn = await self._connect(c)
+        lo, hi = conn.versions.get(api_key, (0, -1))
+        version = min(hi, max_version)
+        if version < max(lo, min_version):
+            raise LookupError(f"broker {node_id} has no version {min_version}-{max_version} "
+                              f"of api {api_key}")
+        try:
+            return await conn.call(build(version), self._request_timeout), version
+        except BaseException:
+            self._drop(c.address)
+            raise
 
     async def poll_once(self) -> None:
         """One refresh, failing over and hedging across brokers; raises PollError when no

@@ -25,6 +25,7 @@ from pydantic_settings import (
 )
 
 from proxy.settings.locality import LocalityFields
+from proxy.settings.losswatch import LossWatchFields
 from proxy.settings.ops import OpsFields
 from proxy.settings.relay import RelayFields
 from proxy.settings.rule import RuleFields
@@ -32,7 +33,7 @@ from proxy.settings.security import SecurityFields
 from proxy.settings.values import ENV_PREFIX, SettingsError
 
 
-class Settings(SecurityFields, OpsFields, LocalityFields, RuleFields, RelayFields,
+class Settings(LossWatchFields, SecurityFields, OpsFields, LocalityFields, RuleFields, RelayFields,
                BaseSettings):
     """Every setting of rackguard. Field descriptions are docs/settings.md's table."""
 
