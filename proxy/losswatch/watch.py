@@ -44,6 +44,7 @@ log = logging.getLogger("rackguard.losswatch")
 AnswerSeen = Callable[[memoryview, int], None]
 MAX_ATTEMPTS = 30  # readings of a partition with a leader before a check gives up
 TICK_S = 1.0  # how often the coarse clock moves and the loop looks for due work
+EXPIRE_EVERY_S = 60.0  # how often idle entries are looked for
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,7 @@ class LossWatch:
         self._last_isr: dict[PartitionKey, tuple[int, ...]] = {}
         self._nodes: dict[str, int] = {}
         self._wake = asyncio.Event()
-        self._checked_at = self.now
+        self._checked_at = self._expired_at = self.now
         self.failures = 0  # answers or requests the watch could not read
 
     # ----- the Produce answer path
@@ -177,22 +178,23 @@ class LossWatch:
         """Move the coarse clock; schedule the periodic check; expire idle entries."""
         self.now = now = self._clock()
         interval = self.settings.check_interval_s
-        if interval <= 0 or now - self._checked_at < interval:
-            return
-        self._checked_at = now
-        view = self._view()
-        for key, entry in self.state:
-            if entry.seen < now - interval or key in self.pending:
-                continue
-            row = self._row(view, *key)
-            if row is not None and row[2] >= 0 and entry.earlier(row[2]):
-                self._suspect(key, "periodic check")
-        gone = self.state.expire(now, set(self.pending))
-        if gone:
+        if interval > 0 and now - self._checked_at >= interval:
+            since, self._checked_at = self._checked_at, now
+            view = self._view()
+            for key, entry in self.state:  # those written since the last periodic check
+                if entry.seen < since or key in self.pending:
+                    continue
+                row = self._row(view, *key)
+                if row is not None and row[2] >= 0 and entry.earlier(row[2]):
+                    self._suspect(key, "periodic check")
+        if now - self._expired_at >= min(EXPIRE_EVERY_S, self.state.idle_s):
+            self._expired_at = now
+            gone = self.state.expire(now, set(self.pending))
             for key in gone:
                 self._last_isr.pop(key, None)
-            self.reporter.forget(gone)
-        self.reporter.tracked.set(len(self.state))
+            if gone:
+                self.reporter.forget(gone)
+            self.reporter.tracked.set(len(self.state))
 
     async def check_round(self) -> None:
         """Read the leader of every pending partition that is due; judge those read twice."""

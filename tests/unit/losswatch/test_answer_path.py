@@ -1,0 +1,68 @@
+"""The Produce answer path to the loss watch: which forwarded requests the enforcer hands
+to the watch (acks 1 and all, in every mode; never acks 0, never a request the proxy
+answers itself), and that a hook's answer reader sees the upstream answer as it arrived."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from proxy.relay.actions import ClientInfo, Forward, Reply
+from tests.unit.enforce.test_enforcement_hook import Playbook, produce
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, bool]] = []  # (acks, walked already)
+        self.answers: list[bytes] = []
+
+    def __call__(self, client: ClientInfo, frame: memoryview, acks: int, header: Any,
+                 request: Any) -> Any:
+        self.calls.append((acks, request is not None))
+        return lambda answer, version: self.answers.append(bytes(answer))
+
+
+def watched(book: Playbook) -> Recorder:
+    recorder = Recorder()
+    book.enforcer.watch_answers(recorder)
+    return recorder
+
+
+@pytest.mark.parametrize("acks", [1, -1])
+def test_no_rule_every_acknowledging_produce_is_watched(acks: int) -> None:
+    book = Playbook(default_min_racks=1)
+    recorder = watched(book)
+    action = book(produce(9, [("orders", [0, 1])], acks=acks), 9)
+    assert isinstance(action, Forward) and action.read is not None
+    assert recorder.calls == [(acks, False)]  # walked by the watch, not the rule
+    action.read(memoryview(b"answer"), 9)
+    assert recorder.answers == [b"answer"]
+
+
+def test_acks_zero_is_never_watched() -> None:
+    book = Playbook(default_min_racks=1)
+    recorder = watched(book)
+    action = book(produce(9, [("orders", [0])], acks=0), 9)
+    assert isinstance(action, Forward) and action.read is None and not action.expect_response
+    assert recorder.calls == []
+
+
+def test_observe_and_enforcing_modes_hand_over_the_walk() -> None:
+    book = Playbook(observe=True)
+    recorder = watched(book)
+    action = book(produce(9, [("orders", [0, 1])]), 9)
+    assert isinstance(action, Forward) and action.read is not None
+    assert recorder.calls == [(-1, True)]
+    book = Playbook()
+    recorder = watched(book)
+    mixed = book(produce(9, [("orders", [0, 1])]), 9)  # 1 is refused, 0 forwarded
+    assert isinstance(mixed, Forward) and mixed.read is not None
+    refused = book(produce(9, [("orders", [1])]), 9)
+    assert isinstance(refused, Reply)  # answered by the proxy: nothing acknowledged
+
+
+def test_without_a_watch_nothing_changes() -> None:
+    book = Playbook(default_min_racks=1)
+    action = book(produce(9, [("orders", [0])], acks=1), 9)
+    assert isinstance(action, Forward) and action.read is None
