@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -62,6 +63,39 @@ class PendingCheck:
     since: float = 0.0
 
 
+_FIRST_FLEXIBLE = 9
+_RESULT = struct.Struct(">ihq")  # index, error code, base offset
+
+
+def single_result(frame: memoryview, version: int, index: int) -> int | None:
+    """The base offset of a flexible (v9+) Produce answer to a one-partition request when
+    it acknowledged the partition; None when it did not. The answer to one partition has
+    one topic and one partition, so their fields sit right after the header and the topic
+    key; a layout other than that is read by :func:`produce_results`."""
+    if frame[8] != 0 or frame[9] != 2:  # header tags; a compact array of one topic
+        return _general(frame, version, index)
+    if version >= 13:
+        pos = 10 + 16
+    else:
+        size = frame[10]
+        if size >= 0x80:
+            return _general(frame, version, index)
+        pos = 10 + size  # the length byte (n + 1) and n bytes of name
+    if frame[pos] != 2:  # one partition
+        return _general(frame, version, index)
+    got, error, base = _RESULT.unpack_from(frame, pos + 1)
+    if got != index:
+        return _general(frame, version, index)
+    return base if error == 0 and base >= 0 else None
+
+
+def _general(frame: memoryview, version: int, index: int) -> int | None:
+    for (_, got), (error, base) in produce_results(frame, version).items():
+        if got == index:
+            return base if error == 0 and base >= 0 else None
+    return None
+
+
 class _Expected:
     """One forwarded Produce: what its answer is read against."""
 
@@ -78,11 +112,19 @@ class _Expected:
     def answered(self, frame: memoryview, version: int) -> None:
         watch = self.watch
         try:
-            results = produce_results(frame, version)
+            parts = self.parts
+            if len(parts) == 1 and version >= _FIRST_FLEXIBLE:
+                topic, index, count = parts[0]
+                base = single_result(frame, version, index)
+                if base is None:
+                    return
+                results = {(topic, index): (0, base)}
+            else:
+                results = produce_results(frame, version)
             state = watch.state
             now = watch.now
             node = self.node
-            for topic, index, count in self.parts:
+            for topic, index, count in parts:
                 result = results.get((topic, index))
                 if result is not None and result[0] == 0 and result[1] >= 0:
                     state.acknowledged(topic, index, node if node >= 0 else

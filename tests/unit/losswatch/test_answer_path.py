@@ -66,3 +66,22 @@ def test_without_a_watch_nothing_changes() -> None:
     book = Playbook(default_min_racks=1)
     action = book(produce(9, [("orders", [0])], acks=1), 9)
     assert isinstance(action, Forward) and action.read is None
+
+
+@pytest.mark.parametrize("version", [9, 10, 11, 12, 13])
+@pytest.mark.parametrize("name", ["t", "x" * 200])
+def test_the_one_partition_answer_reader_agrees_with_the_full_parser(
+        version: int, name: str) -> None:
+    from benchmarks.produce_frames import kp_response
+    from protocol.produce_results import produce_results
+    from proxy.losswatch.watch import single_result
+
+    key: str | bytes = bytes(range(16)) if version >= 13 else name
+    for error, base, extra in ((0, 77, {}), (6, -1, {"error_message": "not leader"}),
+                               (0, 0, {}), (19, -1, {})):
+        frame = memoryview(kp_response(version, [(key, [
+            {"index": 3, "error_code": error, "base_offset": base, **extra}])]))
+        [(got_error, got_base)] = produce_results(frame, version).values()
+        expected = got_base if got_error == 0 else None
+        assert single_result(frame, version, 3) == expected
+        assert single_result(frame, version, 4) is None  # not the partition asked
