@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +44,43 @@ def trip(watch: Literal["on", "off"], acks: int, records: int, size: int
     return connection_round_trip(app, "node-1", request, answer)
 
 
+BENCH_REQUEST = 256 * 1024  # librdkafka's requests in the bench: 1 KiB records, linger 5 ms
+RELAY_S_PER_GB = 0.6  # the relay's CPU per GB in rackguard bench (docs/performance.md)
+
+
+def watch_cost(repeat: int, number: int) -> float:
+    """Seconds the watch adds to one bench-shaped request: ``expect`` on the request
+    (walked here, as with the rule off) and the reader on its answer."""
+    from prometheus_client import CollectorRegistry
+
+    from proxy.cluster.view import ClusterViewStore
+    from proxy.losswatch.report import LossReporter
+    from proxy.losswatch.watch import LossWatch, LossWatchSettings
+    from proxy.relay.actions import ClientInfo
+
+    store = ClusterViewStore(time.monotonic)
+    store.apply_metadata(snapshot(1, 10), full=True)
+
+    async def never(node_id: int, api_key: int, min_version: int, max_version: int,
+                    build: Callable[[int], object]) -> tuple[bytes, int]:
+        raise ConnectionError
+
+    watch = LossWatch(LossWatchSettings(3600.0, 0.0, 2.0), lambda: store.view, never,
+                      LossReporter(CollectorRegistry()), time.monotonic)
+    request = memoryview(kp_request(9, [("topic-0", [(0, make_batch(
+        BENCH_REQUEST // 1024, value=b"v" * 1000))])]))
+    answer = memoryview(kp_response(9, [("topic-0", [{"index": 0, "error_code": 0,
+                                                     "base_offset": 5}])]))
+    client = ClientInfo("10.0.0.1:40000", "node-1")
+
+    def once() -> None:
+        reader = watch.expect(client, request, -1)
+        assert reader is not None
+        reader(answer, 9)
+
+    return fastest_alternating([once], repeat, number)[0]
+
+
 def memory_per_partition(n: int) -> float:
     """Bytes per tracked partition: ``n`` partitions of 100 topics, each acknowledged by
     one broker for one client (one segment, the usual state)."""
@@ -62,15 +100,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a few iterations only (smoke)")
     args = parser.parse_args(argv)
     repeat, number = (3, 20) if args.quick else (25, 2000)
-    for acks, records, size, shape in ((-1, 1, 1, "1 record"), (1, 1, 1, "1 record"),
-                                       (-1, 256, 1024, "256 x 1 KiB")):
-        off, on = fastest_alternating([trip("off", acks, records, size),
-                                       trip("on", acks, records, size)],
-                                      repeat, number if records == 1 else number // 4)
+    for acks in (-1, 1):
+        off, on = fastest_alternating([trip("off", acks, 1, 1), trip("on", acks, 1, 1)],
+                                      repeat, number)
         label = "all" if acks == -1 else "1"
-        print(f"produce round trip, acks={label:<3}, {shape:<11}: {off * 1e6:7.2f} us watch "
-              f"off, {on * 1e6:7.2f} us on ({(on - off) * 1e6:+.2f} us, "
+        print(f"produce round trip, acks={label:<3}, 1 record: {off * 1e6:7.2f} us watch off, "
+              f"{on * 1e6:7.2f} us on ({(on - off) * 1e6:+.2f} us, "
               f"{(on / off - 1) * 100:+.1f} %)")
+    watch_us = watch_cost(repeat, number // 4) * 1e6
+    relay_us = BENCH_REQUEST * RELAY_S_PER_GB * 1e6 / 1e9
+    print(f"the watch on a {BENCH_REQUEST >> 10} KiB acks=all request (bench shape): "
+          f"{watch_us:.2f} us; the relay's CPU for it at {RELAY_S_PER_GB} s/GB: "
+          f"{relay_us:.0f} us: {watch_us / relay_us * 100:+.2f} % when the proxy's CPU "
+          f"is the limit")
     n = 2_000 if args.quick else 100_000
     print(f"loss watch memory: {memory_per_partition(n):.0f} bytes per tracked partition "
           f"({n:,} partitions, one segment and one client id each)")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -31,6 +30,7 @@ from prometheus_client import CollectorRegistry
 from protocol.headers import RequestHeader, parse_request_header
 from protocol.produce import ProduceRequest, record_count, walk_produce_request
 from protocol.produce_results import produce_results
+from protocol.produce_single import single_partition_request, single_partition_result
 from proxy.cluster.view import ClusterView, PartitionRow
 from proxy.losswatch.confirm import BrokerAsk, Target, read_leader
 from proxy.losswatch.report import ConfirmedLoss, LossReporter
@@ -43,6 +43,7 @@ from proxy.settings import Settings
 log = logging.getLogger("rackguard.losswatch")
 
 AnswerSeen = Callable[[memoryview, int], None]
+_CLIENT_ID_MEMORY = 1024  # decoded client ids kept (a dict of a few distinct values)
 MAX_ATTEMPTS = 30  # readings of a partition with a leader before a check gives up
 TICK_S = 1.0  # how often the coarse clock moves and the loop looks for due work
 EXPIRE_EVERY_S = 60.0  # how often idle entries are looked for
@@ -64,36 +65,6 @@ class PendingCheck:
 
 
 _FIRST_FLEXIBLE = 9
-_RESULT = struct.Struct(">ihq")  # index, error code, base offset
-
-
-def single_result(frame: memoryview, version: int, index: int) -> int | None:
-    """The base offset of a flexible (v9+) Produce answer to a one-partition request when
-    it acknowledged the partition; None when it did not. The answer to one partition has
-    one topic and one partition, so their fields sit right after the header and the topic
-    key; a layout other than that is read by :func:`produce_results`."""
-    if frame[8] != 0 or frame[9] != 2:  # header tags; a compact array of one topic
-        return _general(frame, version, index)
-    if version >= 13:
-        pos = 10 + 16
-    else:
-        size = frame[10]
-        if size >= 0x80:
-            return _general(frame, version, index)
-        pos = 10 + size  # the length byte (n + 1) and n bytes of name
-    if frame[pos] != 2:  # one partition
-        return _general(frame, version, index)
-    got, error, base = _RESULT.unpack_from(frame, pos + 1)
-    if got != index:
-        return _general(frame, version, index)
-    return base if error == 0 and base >= 0 else None
-
-
-def _general(frame: memoryview, version: int, index: int) -> int | None:
-    for (_, got), (error, base) in produce_results(frame, version).items():
-        if got == index:
-            return base if error == 0 and base >= 0 else None
-    return None
 
 
 class _Expected:
@@ -113,14 +84,16 @@ class _Expected:
         watch = self.watch
         try:
             parts = self.parts
-            if len(parts) == 1 and version >= _FIRST_FLEXIBLE:
+            if len(parts) == 1 and version >= _FIRST_FLEXIBLE:  # the usual answer
                 topic, index, count = parts[0]
-                base = single_result(frame, version, index)
-                if base is None:
-                    return
-                results = {(topic, index): (0, base)}
-            else:
-                results = produce_results(frame, version)
+                base = single_partition_result(frame, version, index)
+                if base is not None:
+                    watch.state.acknowledged(
+                        topic, index, self.node if self.node >= 0 else
+                        watch.leader_of(topic, index), self.level, base, count, self.client,
+                        watch.now)
+                return
+            results = produce_results(frame, version)
             state = watch.state
             now = watch.now
             node = self.node
@@ -148,6 +121,7 @@ class LossWatch:
         self.pending: dict[PartitionKey, PendingCheck] = {}
         self._last_isr: dict[PartitionKey, tuple[int, ...]] = {}
         self._nodes: dict[str, int] = {}
+        self._client_ids: dict[bytes, str] = {}
         self._wake = asyncio.Event()
         self._checked_at = self._expired_at = self.now
         self.failures = 0  # answers or requests the watch could not read
@@ -158,16 +132,26 @@ class LossWatch:
                ) -> AnswerSeen | None:
         """For a forwarded acks=1/all Produce: the callable its answer goes to (None:
         nothing to watch, or a request the walker cannot read: it is forwarded as is)."""
+        client_id: str | None
         try:
-            if request is None:
-                header = parse_request_header(frame)
-                request = walk_produce_request(frame, header)
-            parts = []
-            for topic in request.topics:
-                for p in topic.partitions:
-                    count = record_count(frame, p.records)
-                    if count:
-                        parts.append((topic.key, p.index, count))
+            single = single_partition_request(frame) if request is None else None
+            if single is not None:  # the usual request: read where its fields sit
+                raw, key, index, count = single
+                client_id = self._client_ids.get(raw)
+                if client_id is None:
+                    client_id = self._client_id(raw)
+                parts = [(key, index, count)] if count else []
+            else:
+                if request is None or header is None:
+                    header = parse_request_header(frame)
+                    request = walk_produce_request(frame, header)
+                client_id = header.client_id
+                parts = []
+                for topic in request.topics:
+                    for p in topic.partitions:
+                        count = record_count(frame, p.records)
+                        if count:
+                            parts.append((topic.key, p.index, count))
         except Exception:  # noqa: BLE001 - the rule or the broker decides about bad input
             return None
         if not parts:
@@ -175,9 +159,14 @@ class LossWatch:
         node = self._nodes.get(client.listener)
         if node is None:
             node = self._nodes[client.listener] = _node_of(client.listener)
-        client_id = header.client_id if header is not None else None
         return _Expected(self, node, client_id, ACKS_ALL if acks == -1 else ACKS_ONE,
                          parts).answered
+
+    def _client_id(self, raw: bytes) -> str:
+        if len(self._client_ids) >= _CLIENT_ID_MEMORY:
+            self._client_ids.clear()
+        text = self._client_ids[raw] = raw.decode("utf-8", "replace")
+        return text
 
     def leader_of(self, topic: TopicKey, index: int) -> int:
         row = self._row(self._view(), topic, index)

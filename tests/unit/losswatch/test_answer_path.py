@@ -74,7 +74,7 @@ def test_the_one_partition_answer_reader_agrees_with_the_full_parser(
         version: int, name: str) -> None:
     from benchmarks.produce_frames import kp_response
     from protocol.produce_results import produce_results
-    from proxy.losswatch.watch import single_result
+    from protocol.produce_single import single_partition_result as single_result
 
     key: str | bytes = bytes(range(16)) if version >= 13 else name
     for error, base, extra in ((0, 77, {}), (6, -1, {"error_message": "not leader"}),
@@ -85,3 +85,30 @@ def test_the_one_partition_answer_reader_agrees_with_the_full_parser(
         expected = got_base if got_error == 0 else None
         assert single_result(frame, version, 3) == expected
         assert single_result(frame, version, 4) is None  # not the partition asked
+
+
+@pytest.mark.parametrize("version", [9, 10, 11, 12, 13])
+def test_the_one_partition_request_reader_agrees_with_the_walker(version: int) -> None:
+    from benchmarks.produce_frames import kp_request, make_batch
+    from protocol.headers import parse_request_header
+    from protocol.produce import record_count, walk_produce_request
+    from protocol.produce_single import single_partition_request
+
+    key: str | bytes = bytes(range(16)) if version >= 13 else "orders"
+    two_batches = make_batch(3) + make_batch(200, value=b"x" * 300)
+    for records, transactional, client in ((make_batch(1), None, "c"),
+                                           (two_batches, "tx-1", "a" * 300),
+                                           (make_batch(5), None, None)):
+        frame = memoryview(kp_request(version, [(key, [(7, records)])],
+                                      transactional_id=transactional, client_id=client))
+        header = parse_request_header(frame)
+        walked = walk_produce_request(frame, header)
+        [topic] = walked.topics
+        [p] = topic.partitions
+        expected = ((client or "").encode(), topic.key, 7, record_count(frame, p.records))
+        assert single_partition_request(frame) == expected
+    for layout in ([(key, [(0, make_batch(1)), (1, make_batch(1))])],
+                   [(key, [(0, None)])]):
+        assert single_partition_request(memoryview(kp_request(version, layout))) is None
+    assert single_partition_request(memoryview(kp_request(8, [("t", [(0, make_batch(1))])]))) \
+        is None
