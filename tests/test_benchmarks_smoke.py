@@ -75,3 +75,12 @@ def test_fetch_locality_quick_run_prints_its_figures() -> None:
     assert result.returncode == 0, result.stderr
     assert "throughput client_rack/off" in result.stdout, result.stdout
     assert "small fetches" in result.stdout and "Fetch requests: off" in result.stdout
+
+
+def test_losswatch_cost_quick_run_prints_its_figures() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "losswatch_cost.py"), "--quick"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "watch off" in result.stdout and "bytes per tracked partition" in result.stdout, (
+        result.stdout)
