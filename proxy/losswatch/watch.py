@@ -252,8 +252,10 @@ class LossWatch:
                 continue
             by_leader.setdefault(leader, []).append((topic.name, key[1], epoch))
             names[(topic.name, key[1])] = key
-        for leader, targets in by_leader.items():
-            readings = await read_leader(self._ask, leader, targets, self._clock)
+        # every leader at once: one that hangs delays only its own partitions' verdicts
+        answers = await asyncio.gather(*(read_leader(self._ask, leader, targets, self._clock)
+                                         for leader, targets in by_leader.items()))
+        for readings in answers:
             for (name, index), reading in readings.items():
                 self._judge(names[(name, index)], name, reading)
 
