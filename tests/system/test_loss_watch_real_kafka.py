@@ -59,7 +59,7 @@ def _create(bootstrap: str, topics: list[str], replicas: list[int], min_isr: int
     from confluent_kafka.admin import NewTopic
 
     futures = _admin(bootstrap).create_topics(
-        [NewTopic(t, -1, -1, replica_assignment=[replicas],
+        [NewTopic(t, 1, -1, replica_assignment=[replicas],
                   config={"min.insync.replicas": str(min_isr)}) for t in topics],
         request_timeout=30)
     for f in futures.values():
