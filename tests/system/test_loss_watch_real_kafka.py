@@ -71,6 +71,13 @@ def _leader(bootstrap: str, topic: str) -> int:
     return int(meta.topics[topic].partitions[0].leader)
 
 
+def _wait_leader(bootstrap: str, topic: str, leader: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while _leader(bootstrap, topic) != leader:
+        assert time.monotonic() < deadline, f"{topic}: leader {leader} was not elected"
+        time.sleep(0.5)
+
+
 def _elect_unclean(bootstrap: str, topics: list[str], timeout: float = 120) -> None:
     from confluent_kafka import ElectionType, TopicPartition
 
@@ -183,10 +190,8 @@ def _drill(rig: SystemRig, java_client: JavaClient, tmp_path: Path, observer: Ob
     assert cluster is not None and rig.metrics_url is not None
     direct = cluster.bootstrap
     _create(direct, [observed, enforced], ASSIGNMENT)
-    deadline = time.monotonic() + 30
-    while {_leader(direct, t) for t in (observed, enforced)} != {ASSIGNMENT[0]}:
-        assert time.monotonic() < deadline, "the preferred leader 1 was not elected"
-        time.sleep(0.5)
+    for topic in (observed, enforced):
+        _wait_leader(direct, topic, ASSIGNMENT[0])
     java_acked = tmp_path / "java-acked.txt"
     java = subprocess.Popen(
         java_client.argv("stream", bootstrap=proxy.bootstrap, topic=observed, seconds=SECONDS,
@@ -263,6 +268,7 @@ def test_acks_one_leader_kill_reports_only_what_cannot_be_read(
     assert cluster is not None
     topic = f"rg-watch-acks1-{uuid.uuid4().hex[:6]}"
     _create(cluster.bootstrap, [topic], [1, 2, 3], min_isr=1)
+    _wait_leader(cluster.bootstrap, topic, 1)
     acked: dict[str, tuple[int, int]] = {}
     errors: list[str] = []
     writer = threading.Thread(target=rdkafka_stream, args=(
@@ -307,6 +313,7 @@ def test_no_false_alarm_through_rack_kills_hangs_elections_and_reassignment(
     assert cluster is not None
     topic = f"rg-watch-calm-{uuid.uuid4().hex[:6]}"
     _create(cluster.bootstrap, [topic], [1, 2, 3])
+    _wait_leader(cluster.bootstrap, topic, 1)
     acked: dict[str, tuple[int, int]] = {}
     errors: list[str] = []
     checks_before = _checks(observer.metrics_url)
