@@ -186,8 +186,8 @@ class LossWatch:
         topics = self.state.topics
         if not topics:
             return
-        found = suspicions(old, new, ((t, list(p)) for t, p in topics.items()),
-                           self._last_isr)
+        # per written topic one identity check; partitions are read only where it changed
+        found = suspicions(old, new, topics.items(), self._last_isr)
         for s in found:
             if s.moved:
                 self.state.close(s.key, s.leader)
