@@ -58,7 +58,8 @@ def _admin(bootstrap: str):  # type: ignore[no-untyped-def]
 def _create(bootstrap: str, topics: list[str], replicas: list[int], min_isr: int = 2) -> None:
     from confluent_kafka.admin import NewTopic
 
-    futures = _admin(bootstrap).create_topics(
+    admin = _admin(bootstrap)  # kept until the answers are in: its handle ends with it
+    futures = admin.create_topics(
         [NewTopic(t, 1, -1, replica_assignment=[replicas],
                   config={"min.insync.replicas": str(min_isr)}) for t in topics],
         request_timeout=30)
@@ -85,7 +86,8 @@ def _elect_unclean(bootstrap: str, topics: list[str], timeout: float = 120) -> N
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
-            _admin(bootstrap).elect_leaders(
+            admin = _admin(bootstrap)
+            admin.elect_leaders(
                 ElectionType.UNCLEAN, [TopicPartition(t, 0) for t in topics]).result(30)
             if all(_leader(bootstrap, t) >= 0 for t in topics):
                 return
@@ -326,18 +328,22 @@ def test_no_false_alarm_through_rack_kills_hangs_elections_and_reassignment(
     time.sleep(8)
     rig.start_rack("rack-a")
     time.sleep(5)
-    _admin(cluster.bootstrap).elect_leaders(ElectionType.PREFERRED,
-                                            [TopicPartition(topic, 0)]).result(30)
+    admin = _admin(cluster.bootstrap)
+    try:
+        admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
+    except Exception as exc:  # noqa: BLE001 - the preferred leader may not be in the ISR yet
+        print(f"preferred-leader election: {exc}")
     time.sleep(5)
     rig.freeze_rack("rack-b")  # hung: sockets open, nothing answers
     time.sleep(10)
     rig.thaw_rack("rack-b")
     time.sleep(5)
-    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30000)
+    reassigner = KafkaAdminClient(bootstrap_servers=cluster.bootstrap,
+                                  request_timeout_ms=30000)
     try:
-        admin.alter_partition_reassignments({KpTopicPartition(topic, 0): [5, 6, 4]})
+        reassigner.alter_partition_reassignments({KpTopicPartition(topic, 0): [5, 6, 4]})
     finally:
-        admin.close()
+        reassigner.close()
     writer.join(300)
     time.sleep(6)
     lost = _lost_offsets(acked, _read_back(rig.bootstrap, topic))
