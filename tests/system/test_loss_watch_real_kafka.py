@@ -82,11 +82,24 @@ def _wait_leader(bootstrap: str, topic: str, leader: int, timeout: float = 60) -
 def _elect_unclean(bootstrap: str, topics: list[str], timeout: float = 120) -> None:
     from confluent_kafka import ElectionType, TopicPartition
 
-    deadline = time.monotonic() + timeout
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    began = time.monotonic()
+    deadline = began + timeout
     last: Exception | None = None
+    allowed = False
     while time.monotonic() < deadline:
         try:
             admin = _admin(bootstrap)
+            if not allowed and time.monotonic() - began > 30:
+                # the Admin API's election alone did not do it: allow it on the topics too
+                futures = admin.incremental_alter_configs([ConfigResource(
+                    ConfigResource.Type.TOPIC, t, incremental_configs=[ConfigEntry(
+                        "unclean.leader.election.enable", "true",
+                        incremental_operation=AlterConfigOpType.SET)]) for t in topics])
+                for f in futures.values():
+                    f.result(30)
+                allowed = True
             admin.elect_leaders(
                 ElectionType.UNCLEAN, [TopicPartition(t, 0) for t in topics]).result(30)
             if all(_leader(bootstrap, t) >= 0 for t in topics):
