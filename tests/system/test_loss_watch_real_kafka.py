@@ -81,7 +81,6 @@ def _wait_leader(bootstrap: str, topic: str, leader: int, timeout: float = 60) -
 
 def _elect_unclean(bootstrap: str, topics: list[str], timeout: float = 120) -> None:
     from confluent_kafka import ElectionType, TopicPartition
-
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
     began = time.monotonic()
