@@ -1,9 +1,12 @@
 """Confirmation: read a partition's current leader, over the proxy's own connection to it.
 
-One ListOffsets (latest: the high watermark) and one OffsetForLeaderEpoch (the end offset
-of the epoch before the current one: where the current epoch starts) per leader, for all
-the partitions it leads that are being checked, both naming the view's current leader
-epoch so that a broker that is not that leader answers an error. The requests are sent
+One ListOffsets (latest: the high watermark, kept for the record) and one
+OffsetForLeaderEpoch (the end offset of the epoch before the current one: where the
+current epoch starts) per leader, for all the partitions it leads that are being
+checked, both naming the view's current leader epoch so that a broker that is not that
+leader answers an error. The reading's error is OffsetForLeaderEpoch's: a ListOffsets
+error (OFFSET_NOT_AVAILABLE while a new leader's watermark catches up, after an unclean
+election for tens of seconds) does not hold a verdict back. The requests are sent
 with the injected :class:`BrokerAsk` (the poller's connection to that broker, in the
 app; a fake in the tests).
 
@@ -60,9 +63,12 @@ async def read_leader(ask: BrokerAsk, leader: int, targets: Sequence[Target],
     at = clock()
     out: dict[tuple[str, int], Reading] = {}
     for name, index, epoch in targets:
-        error, hw = marks.get((name, index), (REQUEST_FAILED, -1))
-        start_error, start = starts.get((name, index), (0, None))
-        out[(name, index)] = Reading(leader, epoch, error or start_error, hw, start, at)
+        # the high watermark is for the record only: a new leader answers ListOffsets with
+        # OFFSET_NOT_AVAILABLE until its followers have caught up, which can take long
+        # after an unclean election, while its epoch start is known at once
+        _, hw = marks.get((name, index), (REQUEST_FAILED, -1))
+        error, start = starts.get((name, index), (0, None))
+        out[(name, index)] = Reading(leader, epoch, error, hw, start, at)
     return out
 
 

@@ -8,7 +8,8 @@ with the leader epoch the view shows as the current one (a broker that is not, o
 yet, the leader in that epoch answers an error).
 
 The rule, which never reports what a retry or a slow replica could explain:
-1. both readings answered without error, by the same broker, in the same leader epoch,
+1. both readings answered without error (OffsetForLeaderEpoch's: the high watermark is
+   kept for the record only), by the same broker, in the same leader epoch,
    at least ``confirm_delay`` apart (the leadership was stable across them: a leader
    that was deposed again, or re-elected with its old log, shows another epoch);
 2. both give the same epoch start offset S (a leader never copies records from another

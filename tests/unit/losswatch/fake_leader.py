@@ -34,6 +34,7 @@ class FakeLeaders:
         self.asked: list[tuple[int, int]] = []  # (node, api key)
         self.fail_nodes: set[int] = set()
         self.no_epoch_api = False
+        self.watermark_error = 0  # e.g. OFFSET_NOT_AVAILABLE (78) from a new leader
 
     async def __call__(self, node_id: int, api_key: int, min_version: int, max_version: int,
                        build: Callable[[int], Any]) -> tuple[bytes, int]:
@@ -63,6 +64,7 @@ class FakeLeaders:
             parts = []
             for p in t.partitions:
                 error, log = self._check(node, t.name, p.partition_index, p.current_leader_epoch)
+                error = error or self.watermark_error
                 parts.append(rp(partition_index=p.partition_index, error_code=error,
                                 timestamp=-1, offset=-1 if error else log.high_watermark,
                                 leader_epoch=log.epoch))

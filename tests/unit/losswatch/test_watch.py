@@ -91,6 +91,20 @@ def test_unclean_election_reports_exactly_the_offsets_the_new_leader_lacks(
     assert rig.lost() == 250
 
 
+def test_a_new_leader_without_a_watermark_yet_is_judged_by_its_epoch_start() -> None:
+    """After an unclean election Kafka answers ListOffsets with OFFSET_NOT_AVAILABLE until
+    the followers catch up (tens of seconds on the real cluster); the verdict does not
+    wait for it."""
+    rig = Rig()
+    rig.view(leader=1, isr=(1, 4), epoch=3)
+    rig.ack(1, 0, 100)
+    rig.view(leader=2, isr=(2,), epoch=4)
+    rig.leaders.logs[(T, 0)] = LeaderLog(2, 4, epoch_start=60, high_watermark=-1)
+    rig.leaders.watermark_error = 78
+    rig.rounds(2)
+    assert rig.lost() == 40
+
+
 def test_a_clean_election_loses_no_acks_all_write() -> None:
     rig = Rig()
     rig.view(leader=1, isr=(1, 2, 3), epoch=3)
