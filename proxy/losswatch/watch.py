@@ -73,7 +73,7 @@ class _Expected:
     __slots__ = ("watch", "node", "client", "level", "parts")
 
     def __init__(self, watch: LossWatch, node: int, client: str | None, level: int,
-                 parts: list[tuple[TopicKey, int, int]]) -> None:
+                 parts: list[tuple[TopicKey, int, int, TopicKey]]) -> None:
         self.watch = watch
         self.node = node
         self.client = client
@@ -85,7 +85,7 @@ class _Expected:
         try:
             parts = self.parts
             if len(parts) == 1 and version >= _FIRST_FLEXIBLE:  # the usual answer
-                topic, index, count = parts[0]
+                _, index, count, topic = parts[0]
                 base = single_partition_result(frame, version, index)
                 if base is not None:
                     watch.state.acknowledged(
@@ -97,8 +97,8 @@ class _Expected:
             state = watch.state
             now = watch.now
             node = self.node
-            for topic, index, count in parts:
-                result = results.get((topic, index))
+            for key, index, count, topic in parts:
+                result = results.get((key, index))
                 if result is not None and result[0] == 0 and result[1] >= 0:
                     state.acknowledged(topic, index, node if node >= 0 else
                                        watch.leader_of(topic, index), self.level, result[1],
@@ -140,7 +140,7 @@ class LossWatch:
                 client_id = self._client_ids.get(raw)
                 if client_id is None:
                     client_id = self._client_id(raw)
-                parts = [(key, index, count)] if count else []
+                parts = [(key, index, count, self._name(key))] if count else []
             else:
                 if request is None or header is None:
                     header = parse_request_header(frame)
@@ -151,7 +151,7 @@ class LossWatch:
                     for p in topic.partitions:
                         count = record_count(frame, p.records)
                         if count:
-                            parts.append((topic.key, p.index, count))
+                            parts.append((topic.key, p.index, count, self._name(topic.key)))
         except Exception:  # noqa: BLE001 - the rule or the broker decides about bad input
             return None
         if not parts:
@@ -161,6 +161,13 @@ class LossWatch:
             node = self._nodes[client.listener] = _node_of(client.listener)
         return _Expected(self, node, client_id, ACKS_ALL if acks == -1 else ACKS_ONE,
                          parts).answered
+
+    def _name(self, key: TopicKey) -> TopicKey:
+        """A topic id (Produce v13) as its name where the view knows it: one partition is
+        one entry whichever version its writers use."""
+        if isinstance(key, str):
+            return key
+        return self._view().topic_ids.get(key, key)
 
     def _client_id(self, raw: bytes) -> str:
         if len(self._client_ids) >= _CLIENT_ID_MEMORY:

@@ -253,6 +253,27 @@ def test_idle_partitions_expire_but_not_while_checked() -> None:
     assert rig.registry.get_sample_value("rackguard_loss_watch_tracked_partitions") == 0
 
 
+def test_writers_by_topic_name_and_by_topic_id_share_one_entry() -> None:
+    """The Java client names topics by id (Produce v13), librdkafka by name: their
+    acknowledgements of one partition are one entry, so a loss is reported once."""
+    rig = Rig()
+    tid = bytes(range(16))
+    rig.store.apply_metadata(snap([topic(T, [part(0, (1, 4), (1, 4, 2), 1, epoch=3)],
+                                         topic_id=tid)], SIX), full=True)
+    for n, (version, key) in enumerate(((13, tid), (9, T), (13, tid))):
+        reader = rig.watch.expect(ClientInfo("p", "node-1"), memoryview(
+            kp_request(version, [(key, [(0, make_batch(10))])], client_id=f"c{n}")), -1)
+        assert reader is not None
+        reader(memoryview(kp_response(version, [(key, [{"index": 0, "error_code": 0,
+                                                        "base_offset": 10 * n}])])), version)
+    assert len(rig.watch.state) == 1
+    rig.store.apply_metadata(snap([topic(T, [part(0, (2,), (1, 4, 2), 2, epoch=4)],
+                                         topic_id=tid)], SIX), full=True)
+    rig.leaders.logs[(T, 0)] = LeaderLog(2, 4, epoch_start=5, high_watermark=5)
+    rig.rounds(2)
+    assert rig.lost() == 25 and rig.partitions_with_loss() == 1
+
+
 def test_topic_ids_are_resolved_for_the_report() -> None:
     rig = Rig()
     tid = bytes(range(16))
