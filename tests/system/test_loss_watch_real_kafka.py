@@ -69,7 +69,9 @@ def _create(bootstrap: str, topics: list[str], replicas: list[int], min_isr: int
 
 def _leader(bootstrap: str, topic: str) -> int:
     meta = _admin(bootstrap).list_topics(topic, timeout=10)
-    return int(meta.topics[topic].partitions[0].leader)
+    found = meta.topics.get(topic)
+    part = found.partitions.get(0) if found is not None else None
+    return int(part.leader) if part is not None else -1  # just created: not known yet
 
 
 def _wait_leader(bootstrap: str, topic: str, leader: int, timeout: float = 60) -> None:
