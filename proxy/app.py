@@ -37,6 +37,7 @@ from proxy.locality.hooks import RackHints
 from proxy.locality.metrics import LocalityMetrics
 from proxy.locality.source import RackSourceError, resolve_client_rack
 from proxy.ops.config_watch import FileWatch
+from proxy.losswatch.watch import loss_watch_from_settings
 from proxy.ops.health import Health, LoopProbe, readiness
 from proxy.ops.http_endpoints import OpsHttpServer
 from proxy.ops.kip_metrics import RackCoverageCollector
@@ -193,6 +194,14 @@ class Rackguard:
             lambda: self.poller.refresh_now(configs=True),
         )
         self.server.set_produce_hook(self.enforcer)
+        # The loss watch (None when off): reads every acknowledged Produce answer, checks
+        # the leader after leader changes, reports acknowledged records the cluster lost.
+        self.loss_watch = loss_watch_from_settings(settings, registry, clock,
+                                                   lambda: self.store.view,
+                                                   self.poller.call_broker)
+        if self.loss_watch is not None:
+            self.enforcer.watch_answers(self.loss_watch.expect)
+            self.store.subscribe(self.loss_watch.view_changed)
         # min.insync.racks set through the Admin API (the config topic): the enforcer's
         # rule is the static one (file/flags) with the dynamic values over it.
         self._static = StaticValues(self.enforcer.settings.rule,
@@ -328,6 +337,8 @@ class Rackguard:
         await self.server.start()
         await self._listeners_of_view()
         self._keep(self._housekeeping())
+        if self.loss_watch is not None:
+            self._keep(self.loss_watch.run())
         self.poller.start()
         if self.ledger is not None:
             self.ledger.start()

@@ -106,3 +106,11 @@ def test_fetch_locality_figures_are_sane() -> None:
     assert seen > 0 and given == seen  # on, every consumer Fetch named no rack and got one
     rate, cpu_us = figures(r"small fetches .*: off #/s at # us CPU each", out)
     assert rate > 0 and 0 < cpu_us < 10_000
+
+
+def test_losswatch_cost_figures_are_sane() -> None:
+    out = run("losswatch_cost", "--quick")
+    off, on = figures(r"produce round trip, acks=all, 1 record:\s+# us watch off,\s+# us on", out)
+    assert 0 < off < on < 10 * off + 100  # the watch costs something, not the world
+    (per_partition,) = figures(r"loss watch memory: # bytes per tracked partition", out)
+    assert 50 < per_partition < 5000

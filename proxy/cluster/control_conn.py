@@ -44,6 +44,7 @@ class ControlConn:
         self.corr = 0
         self.versions: dict[int, tuple[int, int]] = {}
         self.expires_at = float("inf")  # the SASL session's end (KIP-368), if it has one
+        self.lock = asyncio.Lock()  # one exchange at a time: the poller and ``call_broker``
 
     def next_correlation_id(self) -> int:
         self.corr += 1
@@ -57,6 +58,10 @@ class ControlConn:
 
     async def exchange(self, frame: bytes, corr: int, timeout: float) -> Buffer:
         """Send a request frame; return the response frame (size prefix included)."""
+        async with self.lock:
+            return await self._exchange(frame, corr, timeout)
+
+    async def _exchange(self, frame: bytes, corr: int, timeout: float) -> Buffer:
         self.writer.write(frame)
         api_key = int.from_bytes(frame[4:6], "big")
         self._count(api_key, "sent", len(frame))

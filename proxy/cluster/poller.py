@@ -161,6 +161,28 @@ class MetadataPoller:
         self._wake.set()
         return waiter
 
+    async def call_broker(self, node_id: int, api_key: int, min_version: int,
+                          max_version: int, build: Callable[[int], Any]) -> tuple[Buffer, int]:
+        """A request of the proxy's own to broker ``node_id`` on this poller's connection to
+        it (the loss watch's reads of a partition's leader): ``build(version)`` at the
+        broker's highest version up to ``max_version``; LookupError when it has none from
+        ``min_version``. A failed exchange drops the connection."""
+        broker = self._store.view.brokers.get(node_id)
+        if broker is None:
+            raise PollError(f"broker {node_id} is not in the view")
+        c = Candidate(node_id, broker.host, broker.port, broker.rack)
+        conn = await self._connect(c)
+        lo, hi = conn.versions.get(api_key, (0, -1))
+        version = min(hi, max_version)
+        if version < max(lo, min_version):
+            raise LookupError(f"broker {node_id} has no version {min_version}-{max_version} "
+                              f"of api {api_key}")
+        try:
+            return await conn.call(build(version), self._request_timeout), version
+        except BaseException:
+            self._drop(c.address)
+            raise
+
     @property
     def watched(self) -> WatchedTopics | None:
         """The watched set the poller is scoped to (None: the whole cluster)."""

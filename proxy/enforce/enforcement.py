@@ -16,7 +16,9 @@ rack rejection on a topic whose ``min.insync.replicas`` the view does not know y
 replica count is checked first, by the broker (DESIGN.md section 1, step 1).
 With a decision ledger (proxy.ledger.recorder), every decision is also recorded, and
 the broker's answer to forwarded partitions is read for it; the ledger never
-changes an action.
+changes an action. With an answer watch (the loss watch, proxy.losswatch), the
+answer of every forwarded acks=1/all request is also handed to the reader it
+gives, in every mode; it never changes an action either.
 
 Invariant: nothing here turns a failed produce into a successful one; a
 rejection is always an error code the client sees for that partition.
@@ -54,12 +56,16 @@ from proxy.enforce.policy import (
     decide_known,
 )
 from proxy.relay.actions import Action, ClientInfo, Forward, Reply
-from proxy.relay.response_queue import ResponseTransform
+from proxy.relay.response_queue import AnswerReader, ResponseTransform
 
 if TYPE_CHECKING:
     from proxy.ledger.recorder import DecisionLedger
 
 log = logging.getLogger("rackguard.enforcement")
+
+# (client, request frame, acks, header and walk if made) -> the reader of the answer
+AnswerWatch = Callable[[ClientInfo, memoryview, int, RequestHeader | None,
+                        ProduceRequest | None], AnswerReader | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +101,11 @@ class RackEnforcer:
         self._clock = clock
         self._rule_seen: RackRule | None = None
         self._rule_enabled = False
+        self._watch: AnswerWatch | None = None
+
+    def watch_answers(self, watch: AnswerWatch) -> None:
+        """Hand the answers of forwarded acks=1/all requests to ``watch``'s readers."""
+        self._watch = watch
 
     def _enabled(self, rule: RackRule) -> bool:
         """``rule.enabled``, worked out once per rule object (it is frozen)."""
@@ -115,7 +126,10 @@ class RackEnforcer:
         acks = peek_acks(frame)  # Produce v0-v2 raise: they cannot be checked
         if acks != -1 or not (
                 self._rule_enabled if rule is self._rule_seen else self._enabled(rule)):
-            return Forward(frame, acks != 0, self._transform)
+            if acks == 0 or self._watch is None:
+                return Forward(frame, acks != 0, self._transform)
+            return Forward(frame, True, self._transform,
+                           read=self._watch(client, frame, acks, None, None))
         header = parse_request_header(frame)
         request = walk_produce_request(frame, header)
         if self._watched is not None:
@@ -194,9 +208,11 @@ class RackEnforcer:
         if self._ledger is not None:
             pending = self._ledger.record(client, header, request, frame, decisions, view,
                                           observe, settings.dedicated_code, now)
+        read = None if self._watch is None else self._watch(client, frame, -1, header, request)
         if observe or not (rejected := [d for d in decisions if d.verdict in REJECTING]):
             transform = self._transform
-            return Forward(frame, True, pending.wrap(transform) if pending else transform)
+            return Forward(frame, True, pending.wrap(transform) if pending else transform,
+                           read=read)
         synthetic = {(d.topic_key, d.partition): self._result(d, settings) for d in rejected}
         if len(rejected) == len(decisions):
             return Reply(merge_produce_responses(
@@ -204,7 +220,7 @@ class RackEnforcer:
         keys: set[tuple[TopicKey, int]] = set(synthetic)
         forwarded = drop_partitions(frame, header, request, keys)
         merger = self._merger(header, request, synthetic)
-        return Forward(forwarded, True, pending.wrap(merger) if pending else merger)
+        return Forward(forwarded, True, pending.wrap(merger) if pending else merger, read=read)
 
     def _merger(
         self,

@@ -13,18 +13,20 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from proxy.relay.response_queue import ByteCount, ResponseTransform
+from proxy.relay.response_queue import AnswerReader, ByteCount, ResponseTransform
 
 
 @dataclass(slots=True)
 class Forward:
     """Send ``frame`` upstream; queue a slot for its answer unless none is expected; the
-    answer's size is added to ``count``, if given, then ``transform`` applied."""
+    answer's size is added to ``count``, if given, the answer handed to ``read``, if
+    given (it reads, never changes, never raises), then ``transform`` applied."""
 
     frame: bytes | memoryview
     expect_response: bool = True
     transform: ResponseTransform | None = None
     count: ByteCount | None = None
+    read: AnswerReader | None = None
 
 
 @dataclass(slots=True)

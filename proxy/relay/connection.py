@@ -377,7 +377,7 @@ class ClientConnection(asyncio.BufferedProtocol):
         if isinstance(action, Forward):
             if action.expect_response:
                 self._queue.expect_upstream(corr, api_key, api_version, action.transform,
-                                            action.count)
+                                            action.count, action.read)
             else:
                 self._queue.expect_none(corr)
             self._outbox.append(action.frame)
@@ -410,6 +410,9 @@ class ClientConnection(asyncio.BufferedProtocol):
                 count = slot.count
                 if count is not None:
                     count.total += len(frame)
+                read = slot.read
+                if read is not None:
+                    read(frame, slot.api_version)
                 transform = slot.transform
                 if transform is None:
                     slot.fill(frame)

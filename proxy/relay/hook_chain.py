@@ -4,9 +4,9 @@
 what it forwards is handed to ``second`` as if the client had sent it, and
 ``second``'s action is what happens, with ``first``'s response transform applied to
 whatever answer comes back, ``second``'s own transform (or reply) first (and ``first``'s
-byte count, if it names one, counting that answer as its transform sees it). So a filter
-that refuses some topics of a request (``first``) composes with a hook that rewrites
-the rest (``second``), and the client gets one answer carrying both.
+byte count and answer reader, if it names them, seeing that answer as its transform
+does). So a filter that refuses some topics of a request (``first``) composes with a
+hook that rewrites the rest (``second``), and the client gets one answer carrying both.
 
 Invariant: ``first`` is synchronous (it returns an ``Action``); ``second`` and
 either transform may be asynchronous, as any hook and transform may be. A request
@@ -20,7 +20,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 
 from proxy.relay.actions import Action, ClientInfo, Forward, Reply, RequestHook
-from proxy.relay.response_queue import ByteCount, ResponseTransform
+from proxy.relay.response_queue import AnswerReader, ByteCount, ResponseTransform
 
 FirstHook = Callable[[ClientInfo, memoryview, int, int, int], Action]
 
@@ -34,6 +34,8 @@ def chain(first: FirstHook, second: RequestHook) -> RequestHook:
         outer = action.transform
         if action.count is not None:
             outer = _counted(action.count, outer)
+        if action.read is not None:
+            outer = _read(action.read, outer)
         view = action.frame if isinstance(action.frame, memoryview) else memoryview(action.frame)
         inner = second(client, view, api_key, api_version, corr)
         if outer is None:
@@ -59,7 +61,7 @@ def _wrap(inner: Action, outer: ResponseTransform, version: int) -> Action | Awa
             return _reply_later(done)
         return Reply(_bytes(done))
     return Forward(inner.frame, inner.expect_response, _compose(inner.transform, outer),
-                   inner.count)
+                   inner.count, inner.read)
 
 
 def _counted(count: ByteCount, transform: ResponseTransform | None) -> ResponseTransform:
@@ -68,6 +70,14 @@ def _counted(count: ByteCount, transform: ResponseTransform | None) -> ResponseT
         return frame if transform is None else transform(frame, version)
 
     return counting
+
+
+def _read(read: AnswerReader, transform: ResponseTransform | None) -> ResponseTransform:
+    def reading(frame: memoryview, version: int) -> object:
+        read(frame, version)
+        return frame if transform is None else transform(frame, version)
+
+    return reading
 
 
 async def _reply_later(pending: Awaitable[object]) -> Action:

@@ -26,6 +26,9 @@ from protocol.primitives import ProtocolError
 
 # (response frame, api version) -> new frame bytes, or an awaitable of them
 ResponseTransform = Callable[[memoryview, int], object]
+# (response frame, api version) -> nothing: a hook that reads an answer, never changes it,
+# and never raises (the loss watch's reader of Produce answers)
+AnswerReader = Callable[[memoryview, int], None]
 
 
 class ByteCount:
@@ -43,7 +46,7 @@ class Slot:
     """One response position. ``data`` is set once the bytes for it are known."""
 
     __slots__ = ("correlation_id", "api_key", "api_version", "transform", "count", "data",
-                 "waiter")
+                 "waiter", "read")
 
     def __init__(
         self,
@@ -53,12 +56,14 @@ class Slot:
         transform: ResponseTransform | None = None,
         waiter: Callable[[bytes], None] | None = None,
         count: ByteCount | None = None,
+        read: AnswerReader | None = None,
     ) -> None:
         self.correlation_id = correlation_id
         self.api_key = api_key
         self.api_version = api_version
         self.transform = transform
         self.count = count
+        self.read = read  # given the upstream answer before any transform
         self.data: bytes | memoryview | None = None
         self.waiter = waiter  # set: the proxy's own request; the answer goes there
 
@@ -111,8 +116,9 @@ class ResponseQueue:
         api_version: int,
         transform: ResponseTransform | None = None,
         count: ByteCount | None = None,
+        read: AnswerReader | None = None,
     ) -> Slot:
-        slot = Slot(correlation_id, api_key, api_version, transform, None, count)
+        slot = Slot(correlation_id, api_key, api_version, transform, None, count, read)
         self._slots.append(slot)
         self._awaiting_upstream.append(slot)
         self._last_was_unanswered = False

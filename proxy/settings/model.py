@@ -26,6 +26,7 @@ from pydantic_settings import (
 
 from proxy.settings.dimensions import DimensionFields
 from proxy.settings.locality import LocalityFields
+from proxy.settings.losswatch import LossWatchFields
 from proxy.settings.ops import OpsFields
 from proxy.settings.relay import RelayFields
 from proxy.settings.rule import RuleFields
@@ -38,8 +39,8 @@ from proxy.settings.values import ENV_PREFIX, SettingsError
 RENAMED = {"shutdown_timeout_ms": "drain_timeout_ms"}
 
 
-class Settings(StreamsFields, SecurityFields, OpsFields, LocalityFields, DimensionFields,
-               RuleFields, RelayFields, BaseSettings):
+class Settings(LossWatchFields, StreamsFields, SecurityFields, OpsFields, LocalityFields,
+               DimensionFields, RuleFields, RelayFields, BaseSettings):
     """Every setting of rackguard. Field descriptions are docs/settings.md's table."""
 
     model_config = SettingsConfigDict(

@@ -407,3 +407,28 @@ async def test_a_hooks_byte_count_gets_each_answers_size(make_proxy) -> None:  #
     assert seen == [sizes[0] + sizes[1]]  # counted before its transform ran
     assert answers[1].endswith(b"x!") and [corr_of(a) for a in answers] == [1, 2, 30, 4]
     client.close()
+
+
+async def test_a_hooks_answer_reader_sees_each_answer_before_its_transform(make_proxy) -> None:  # type: ignore[no-untyped-def]
+    """A Forward naming a reader: the relay hands it each answer frame as it arrived, with
+    the request's version, before the transform; the client gets the transform's answer."""
+    def handler(req: Received) -> list[bytes]:
+        return [echo_response(req.correlation_id, b"x" * req.correlation_id)]
+
+    read: list[tuple[bytes, int]] = []
+
+    def reading(client: ClientInfo, frame: memoryview, key: int, version: int,
+                corr: int) -> Forward:
+        def transform(answer: memoryview, version: int) -> bytes:
+            return bytes(answer[:-1]) + b"!"
+
+        return Forward(frame, True, transform, read=lambda a, v: read.append((bytes(a), v)))
+
+    server, broker = await make_proxy(handler, produce_hook=reading)
+    client = await RawClient.connect(server.bootstrap_port)
+    for corr in (1, 2):
+        client.send(produce_frame(corr, acks=-1))
+    answers = [await client.recv() for _ in range(2)]
+    assert [a for a, _ in read] == [echo_response(c, b"x" * c) for c in (1, 2)]
+    assert answers == [echo_response(c, b"x" * c)[:-1] + b"!" for c in (1, 2)]
+    client.close()
