@@ -36,8 +36,8 @@ from proxy.ledger.recorder import ledger_from_settings
 from proxy.locality.hooks import RackHints
 from proxy.locality.metrics import LocalityMetrics
 from proxy.locality.source import RackSourceError, resolve_client_rack
-from proxy.ops.config_watch import FileWatch
 from proxy.losswatch.watch import loss_watch_from_settings
+from proxy.ops.config_watch import FileWatch
 from proxy.ops.health import Health, LoopProbe, readiness
 from proxy.ops.http_endpoints import OpsHttpServer
 from proxy.ops.kip_metrics import RackCoverageCollector
