@@ -54,7 +54,7 @@ _I16 = struct.Struct(">h").unpack_from
 _PACK_I32 = struct.Struct(">i").pack
 
 
-def _partition_size(version: int) -> int:
+def partition_size(version: int) -> int:
     """Bytes of one partition entry's fixed fields (tagged fields not included)."""
     size = 4 + 8 + 4  # partition, fetch_offset, partition_max_bytes
     if version >= 9:
@@ -66,7 +66,7 @@ def _partition_size(version: int) -> int:
     return size
 
 
-_PARTITION_SIZES = {v: _partition_size(v) for v in range(FIRST_RACK_VERSION, MAX_FETCH_VERSION + 1)}
+_PARTITION_SIZES = {v: partition_size(v) for v in range(FIRST_RACK_VERSION, MAX_FETCH_VERSION + 1)}
 
 
 def rack_span(frame: Buffer, version: int, body: int) -> tuple[int, int, int]:

@@ -15,6 +15,12 @@ log_start_offset (int64, v5+), partition_max_bytes } } (flexible from v12).
 
 from __future__ import annotations
 
+from protocol.fetch_request import (
+    FIRST_FLEXIBLE_VERSION,
+    FIRST_NO_REPLICA_ID_VERSION,
+    FIRST_TOPIC_ID_VERSION,
+    partition_size,
+)
 from protocol.headers import RequestHeader
 from protocol.primitives import (
     Buffer,
@@ -26,9 +32,6 @@ from protocol.primitives import (
     skip_tagged_fields,
 )
 
-FIRST_FLEXIBLE_VERSION = 12
-FIRST_TOPIC_ID_VERSION = 13
-FIRST_NO_REPLICA_ID_VERSION = 15
 
 
 def _fixed_before_topics(version: int) -> int:
@@ -43,23 +46,12 @@ def _fixed_before_topics(version: int) -> int:
     return size
 
 
-def _partition_size(version: int) -> int:
-    size = 4 + 8 + 4  # partition, fetch_offset, partition_max_bytes
-    if version >= 9:
-        size += 4  # current_leader_epoch
-    if version >= 12:
-        size += 4  # last_fetched_epoch
-    if version >= 5:
-        size += 8  # log_start_offset
-    return size
-
-
 def read_fetch_topics(frame: Buffer, header: RequestHeader) -> tuple[str | bytes, ...]:
     """The topic names (v0-12) or ids (v13+) a Fetch request names, in its order."""
     version = header.api_version
     flexible = version >= FIRST_FLEXIBLE_VERSION
     by_id = version >= FIRST_TOPIC_ID_VERSION
-    fixed = _partition_size(version)
+    fixed = partition_size(version)
     pos = header.body_offset + _fixed_before_topics(version)
     need(frame, pos, 0)
     count, pos = read_array_len(frame, pos, flexible, nullable=False)
