@@ -33,7 +33,6 @@ from protocol.primitives import (
 )
 
 
-
 def _fixed_before_topics(version: int) -> int:
     size = 0 if version >= FIRST_NO_REPLICA_ID_VERSION else 4  # replica_id
     size += 8  # max_wait_ms, min_bytes
