@@ -2,8 +2,10 @@
 IncrementalAlterConfigs and CreateTopics, as the Produce hook is for Produce.
 
 - DescribeConfigs: forwarded unchanged; when a TOPIC or BROKER resource asks for
-  every key or for ``min.insync.racks``, the broker's answer gets the entry (value,
-  source, synonyms and documentation as asked, see :func:`.rules.describe_entry`).
+  every key or for ``min.insync.racks`` (or a rack dimension's minimum,
+  ``min.insync.racks.DIMENSION``, which stands with it everywhere below), the broker's
+  answer gets the entry (value, source, synonyms and documentation as asked, see
+  :func:`.rules.describe_entry`).
 - AlterConfigs / IncrementalAlterConfigs: split by :func:`.plan.plan_alter`; the
   rest goes upstream, the broker's per-resource answers are merged with the
   proxy's in request order; a request naming only ``min.insync.racks`` is
@@ -68,7 +70,9 @@ from proxy.admin.rules import (
     ClusterFacts,
     DescribeOptions,
     StaticValues,
+    config_names,
     describe_entry,
+    is_ours,
 )
 from proxy.admin.state import BROKER, TOPIC, Change, DynamicConfigs
 from proxy.admin.store import StoreError
@@ -126,15 +130,16 @@ class ConfigInterceptor:
                  corr: int) -> Action:
         header = parse_request_header(frame)
         request = parse_describe_configs_request(frame, header)
-        if not any(r.resource_type in (TOPIC, BROKER) and r.wants(NAME)
-                   for r in request.resources):
+        names = config_names(self._static())
+        if not any(r.resource_type in (TOPIC, BROKER) and r.wants(n)
+                   for r in request.resources for n in names):
             return Forward(frame, True, None)
-        return Forward(frame, True, self._describe_transform(request, corr))
+        return Forward(frame, True, self._describe_transform(request, corr, names))
 
-    def _describe_transform(self, request: DescribeConfigsRequest, corr: int
-                            ) -> Callable[[memoryview, int], bytes]:
-        wanted = {(r.resource_type, r.resource_name) for r in request.resources
-                  if r.resource_type in (TOPIC, BROKER) and r.wants(NAME)}
+    def _describe_transform(self, request: DescribeConfigsRequest, corr: int,
+                            names: tuple[str, ...]) -> Callable[[memoryview, int], bytes]:
+        wanted = {(r.resource_type, r.resource_name): [n for n in names if r.wants(n)]
+                  for r in request.resources if r.resource_type in (TOPIC, BROKER)}
         options = DescribeOptions(request.version, request.include_synonyms,
                                   request.include_documentation, self.read_only)
 
@@ -144,10 +149,12 @@ class ConfigInterceptor:
             results = []
             for result in response.results:
                 key = (result.resource_type, result.resource_name)
-                entry = None
-                if result.error_code == 0 and key in wanted:
-                    entry = describe_entry(*key, static, dynamic, options)
-                results.append(result if entry is None else _with_entry(result, entry))
+                if result.error_code == 0:
+                    for name in wanted.get(key, ()):
+                        entry = describe_entry(*key, static, dynamic, options, name)
+                        if entry is not None:
+                            result = _with_entry(result, entry)
+                results.append(result)
             return encode_describe_configs_response(
                 version, corr, replace(response, results=tuple(results)))
 
@@ -158,15 +165,15 @@ class ConfigInterceptor:
               corr: int) -> Action | Awaitable[Action]:
         header = parse_request_header(frame)
         request = parse_alter_configs_request(frame, header)
-        if not any(c.name == NAME for r in request.resources for c in r.configs) and not (
+        if not any(is_ours(c.name) for r in request.resources for c in r.configs) and not (
                 request.api_key != INCREMENTAL_ALTER_CONFIGS and self._has_dynamic(request)):
             return Forward(frame, True, None)
         return self._alter(client, frame, header, request)
 
     def _has_dynamic(self, request: AlterConfigsRequest) -> bool:
         dynamic = self._dynamic()
-        return any((r.resource_type == TOPIC and r.resource_name in dynamic.topics)
-                   or (r.key == (BROKER, "") and dynamic.cluster_default is not None)
+        return any((r.resource_type == TOPIC and dynamic.has_values(r.resource_name))
+                   or (r.key == (BROKER, "") and dynamic.has_values(None))
                    for r in request.resources)
 
     async def _alter(self, client: ClientInfo, frame: memoryview, header: RequestHeader,
@@ -196,7 +203,7 @@ class ConfigInterceptor:
     async def _finish_alter(self, request: AlterConfigsRequest, corr: int,
                             upstream: AlterConfigsResponse,
                             local: dict[ResourceKey, ResourceResult],
-                            changes: Mapping[ResourceKey, Change]) -> bytes:
+                            changes: Mapping[ResourceKey, tuple[Change, ...]]) -> bytes:
         refused = {r.key for r in upstream.results if r.error_code != 0}
         if not request.validate_only:
             await self._apply({k: c for k, c in changes.items() if k not in refused}, local)
@@ -215,13 +222,15 @@ class ConfigInterceptor:
         response = parse_alter_configs_response(answer, INCREMENTAL_ALTER_CONFIGS, 0)
         return {r.key: r for r in response.results if r.error_code != 0}
 
-    async def _apply(self, changes: Mapping[ResourceKey, Change],
+    async def _apply(self, changes: Mapping[ResourceKey, tuple[Change, ...]],
                      answers: dict[ResourceKey, ResourceResult]) -> None:
         """Write each change; a failure becomes that resource's answer."""
-        for key, change in changes.items():
-            failure = await self._write(change)
-            if failure is not None:
-                answers[key] = ResourceResult(UNKNOWN_SERVER_ERROR, failure, *key)
+        for key, found in changes.items():
+            for change in found:
+                failure = await self._write(change)
+                if failure is not None:
+                    answers[key] = ResourceResult(UNKNOWN_SERVER_ERROR, failure, *key)
+                    break
 
     async def _write(self, change: Change) -> str | None:
         if self._store is None:
@@ -259,15 +268,18 @@ class ConfigInterceptor:
         failed: dict[str, str] = {}
         created = {t.name for t in upstream.topics if t.error_code == 0}
         if not request.validate_only:
-            for name, change in plan.changes.items():
+            for name, found in plan.changes.items():
                 if name in created:
-                    failure = await self._write(change)
-                    if failure is not None:
-                        failed[name] = failure
+                    for change in found:
+                        failure = await self._write(change)
+                        if failure is not None:
+                            failed[name] = failure
+                            break
         dynamic = self._dynamic()
         if request.validate_only:  # show what would be set
-            for change in plan.changes.values():
-                dynamic = dynamic.apply(change)
+            for found in plan.changes.values():
+                for change in found:
+                    dynamic = dynamic.apply(change)
         static = self._static()
         options = DescribeOptions(5, False, False, self.read_only)
         topics = []
@@ -276,27 +288,28 @@ class ConfigInterceptor:
                 t = replace(t, error_code=UNKNOWN_SERVER_ERROR, error_message=(
                     f"the topic was created without {NAME}: {failed[t.name]}"))
             elif t.error_code == 0 and t.configs is not None:
-                entry = describe_entry(TOPIC, t.name, static, dynamic, options)
-                if entry is not None:
-                    added = CreatedConfig(NAME, entry.value, entry.read_only, entry.source,
-                                          False)
-                    t = replace(t, configs=_sorted_in(t.configs, added))
+                for name in config_names(static):
+                    entry = describe_entry(TOPIC, t.name, static, dynamic, options, name)
+                    if entry is not None:
+                        added = CreatedConfig(name, entry.value, entry.read_only,
+                                              entry.source, False)
+                        t = replace(t, configs=_sorted_in(t.configs, added))
             topics.append(t)
         response = replace(upstream, topics=tuple(topics))
         return merge_create_topics_responses(request, corr, response, plan.local)
 
 
 def _with_entry(result: DescribeResult, entry: ConfigEntry) -> DescribeResult:
-    configs = [c for c in result.configs if c.name != NAME]
-    at = next((i for i, c in enumerate(configs) if c.name > NAME), len(configs))
+    configs = [c for c in result.configs if c.name != entry.name]
+    at = next((i for i, c in enumerate(configs) if c.name > entry.name), len(configs))
     configs.insert(at, entry)
     return replace(result, configs=tuple(configs))
 
 
 def _sorted_in(configs: tuple[CreatedConfig, ...], added: CreatedConfig
                ) -> tuple[CreatedConfig, ...]:
-    kept = [c for c in configs if c.name != NAME]
-    at = next((i for i, c in enumerate(kept) if c.name > NAME), len(kept))
+    kept = [c for c in configs if c.name != added.name]
+    at = next((i for i, c in enumerate(kept) if c.name > added.name), len(kept))
     kept.insert(at, added)
     return tuple(kept)
 

@@ -1,6 +1,7 @@
 """How a CreateTopics request is split: a ``min.insync.racks`` entry in a new topic's
-configs is taken out before the broker sees it (a broker refuses a config it does
-not know), validated, and applied once the broker has created the topic.
+configs (or a rack dimension's minimum, ``min.insync.racks.DIMENSION``) is taken out
+before the broker sees it (a broker refuses a config it does not know), validated, and
+applied once the broker has created the topic.
 
 Invariant: no I/O; every topic of the request is either forwarded (its other
 configs untouched) or answered by the proxy with INVALID_CONFIG / INVALID_REQUEST
@@ -14,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from protocol.create_topics import CreateTopicsRequest, NewTopic, TopicResult
 from proxy.admin.plan import INVALID_REQUEST, Context
-from proxy.admin.rules import NAME, Refused, validate
+from proxy.admin.rules import Refused, dimension_of, is_ours, validate
 from proxy.admin.state import Change, Resource, StoredValue
 
 
@@ -22,42 +23,52 @@ from proxy.admin.state import Change, Resource, StoredValue
 class CreatePlan:
     upstream: CreateTopicsRequest | None  # None: every topic is answered by the proxy
     local: Mapping[str, TopicResult]  # refused topics
-    changes: Mapping[str, Change]  # applied once the broker created the topic
+    changes: Mapping[str, tuple[Change, ...]]  # applied once the broker created the topic
     warnings: tuple[str, ...] = ()
 
 
 def plan_create(request: CreateTopicsRequest, ctx: Context) -> CreatePlan:
     forwarded: list[NewTopic] = []
     local: dict[str, TopicResult] = {}
-    changes: dict[str, Change] = {}
+    changes: dict[str, tuple[Change, ...]] = {}
     warnings: list[str] = []
     for topic in request.topics:
-        mine = [c for c in topic.configs if c.name == NAME]
+        mine: dict[str, list[str | None]] = {}
+        for c in topic.configs:
+            if is_ours(c.name):
+                mine.setdefault(c.name, []).append(c.value)
         if not mine:
             forwarded.append(topic)
             continue
-        outcome = _decide(topic, [c.value for c in mine], ctx)
-        if isinstance(outcome, Refused):
-            local[topic.name] = TopicResult(topic.name, outcome.error_code, outcome.message)
+        found: list[Change] = []
+        refused: Refused | None = None
+        for name, values in mine.items():
+            outcome = _decide(topic, name, values, ctx)
+            if isinstance(outcome, Refused):
+                refused = outcome
+                break
+            change, warning = outcome
+            found.append(change)
+            if warning:
+                warnings.append(warning)
+        if refused is not None:
+            local[topic.name] = TopicResult(topic.name, refused.error_code, refused.message)
             continue
-        change, warning = outcome
-        changes[topic.name] = change
-        if warning:
-            warnings.append(warning)
+        changes[topic.name] = tuple(found)
         forwarded.append(replace(topic, configs=tuple(c for c in topic.configs
-                                                      if c.name != NAME)))
+                                                      if not is_ours(c.name))))
     upstream = replace(request, topics=tuple(forwarded)) if forwarded else None
     return CreatePlan(upstream, local, changes, tuple(warnings))
 
 
-def _decide(topic: NewTopic, values: list[str | None], ctx: Context
+def _decide(topic: NewTopic, name: str, values: list[str | None], ctx: Context
             ) -> tuple[Change, str | None] | Refused:
-    target = Resource(topic.name)
+    target = Resource(topic.name, dimension_of(name))
     if len(values) > 1:
-        return Refused(f"{NAME} appears {len(values)} times for {target}", INVALID_REQUEST)
+        return Refused(f"{name} appears {len(values)} times for {target}", INVALID_REQUEST)
     if ctx.refuse_changes is not None:
         return Refused(ctx.refuse_changes)
-    checked = validate(values[0], ctx.facts, str(target))
+    checked = validate(values[0], ctx.facts, str(target), name)
     if isinstance(checked, Refused):
         return checked
     return Change(target, StoredValue(checked.value, ctx.now, ctx.client)), checked.warning

@@ -53,7 +53,8 @@ class AdminConfigs:
         self._on_rule = on_rule
         self.changes = Counter(
             "rackguard_config_changes",
-            "min.insync.racks changes applied from the config topic (Admin API)",
+            "min.insync.racks (and per-dimension) changes applied from the config topic "
+            "(Admin API)",
             ["resource_type"], registry=registry)
         self.read_failures = Counter(
             "rackguard_config_topic_read_failures",
@@ -136,12 +137,13 @@ class AdminConfigs:
     def _facts(self) -> ClusterFacts:
         view = self._view()
         return ClusterFacts(len(view.rack_names()), tuple(view.rackless_brokers()),
-                            self._settings.observe)
+                            self._settings.observe, self._static().rule.dimensions,
+                            tuple(sorted(view.rack_names())))
 
     def _changed(self, old: DynamicConfigs, new: DynamicConfigs, change: Change) -> None:
         before = old.get(change.resource)
         after = new.get(change.resource)
-        log.warning("%s of %s: %s -> %s by %s", NAME, change.resource,
+        log.warning("%s of %s: %s -> %s by %s", change.resource.config, change.resource,
                     before.value if before else "unset", after.value if after else "unset",
                     change.client or "?")
         self.changes.labels(change.resource.kind).inc()

@@ -3,7 +3,8 @@ and their records in the config topic.
 
 Invariant: a :class:`DynamicConfigs` is never changed; :meth:`DynamicConfigs.apply`
 returns a new one, so a reader holding one sees a consistent set. A record's key
-names the resource (``topic:NAME`` or ``cluster-default``); its value is JSON
+names the resource (``topic:NAME`` or ``cluster-default``; a dimension's minimum,
+``min.insync.racks.DIMENSION``, is ``dimension:DIMENSION/`` before it); its value is JSON
 ``{"value": N, "when": EPOCH_S, "client": "..."}``; a record without a value (a
 tombstone) deletes. Records that are not of this shape are reported by
 :func:`decode_record` as a ``RecordError`` and skipped by the caller.
@@ -18,8 +19,10 @@ from types import MappingProxyType
 
 TOPIC = 2  # ConfigResource types, as on the wire
 BROKER = 4
+NAME = "min.insync.racks"
 CLUSTER_DEFAULT_KEY = "cluster-default"
 _TOPIC_PREFIX = "topic:"
+_DIMENSION_PREFIX = "dimension:"
 
 
 class RecordError(ValueError):
@@ -28,13 +31,22 @@ class RecordError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Resource:
-    """What a value applies to: one topic, or the cluster-wide default (topic None)."""
+    """What a value applies to: one topic, or the cluster-wide default (topic None);
+    ``dimension``: the minimum of that rack dimension (``min.insync.racks.DIMENSION``),
+    None: min.insync.racks itself."""
 
     topic: str | None
+    dimension: str | None = None
+
+    @property
+    def config(self) -> str:
+        """The config's name, as the Admin API gives it."""
+        return NAME if self.dimension is None else f"{NAME}.{self.dimension}"
 
     @property
     def key(self) -> str:
-        return CLUSTER_DEFAULT_KEY if self.topic is None else _TOPIC_PREFIX + self.topic
+        base = CLUSTER_DEFAULT_KEY if self.topic is None else _TOPIC_PREFIX + self.topic
+        return base if self.dimension is None else f"{_DIMENSION_PREFIX}{self.dimension}/{base}"
 
     @property
     def kind(self) -> str:
@@ -46,6 +58,11 @@ class Resource:
 
     @staticmethod
     def from_key(key: str) -> Resource:
+        if key.startswith(_DIMENSION_PREFIX):
+            dimension, sep, rest = key[len(_DIMENSION_PREFIX):].partition("/")
+            if not dimension or not sep:
+                raise RecordError(f"unknown resource key {key!r}")
+            return Resource(Resource.from_key(rest).topic, dimension)
         if key == CLUSTER_DEFAULT_KEY:
             return CLUSTER_DEFAULT
         if key.startswith(_TOPIC_PREFIX) and len(key) > len(_TOPIC_PREFIX):
@@ -84,26 +101,48 @@ def _empty() -> Mapping[str, StoredValue]:
     return MappingProxyType({})
 
 
+def _empty_dims() -> Mapping[Resource, StoredValue]:
+    return MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True)
 class DynamicConfigs:
     topics: Mapping[str, StoredValue] = field(default_factory=_empty)
     cluster_default: StoredValue | None = None
+    # the minimums per rack dimension, by resource (its ``dimension`` set)
+    dimensions: Mapping[Resource, StoredValue] = field(default_factory=_empty_dims)
 
     def get(self, resource: Resource) -> StoredValue | None:
+        if resource.dimension is not None:
+            return self.dimensions.get(resource)
         if resource.topic is None:
             return self.cluster_default
         return self.topics.get(resource.topic)
 
+    def has_values(self, topic: str | None) -> bool:
+        """Whether ``topic`` (None: the cluster default) has any dynamic value."""
+        if (self.cluster_default is not None if topic is None else topic in self.topics):
+            return True
+        return any(r.topic == topic for r in self.dimensions)
+
     def apply(self, change: Change) -> DynamicConfigs:
         """A new value with ``change`` applied (this one is left as it is)."""
-        if change.resource.topic is None:
-            return DynamicConfigs(self.topics, change.value)
+        resource = change.resource
+        if resource.dimension is not None:
+            dims = dict(self.dimensions)
+            if change.value is None:
+                dims.pop(resource, None)
+            else:
+                dims[resource] = change.value
+            return DynamicConfigs(self.topics, self.cluster_default, MappingProxyType(dims))
+        if resource.topic is None:
+            return DynamicConfigs(self.topics, change.value, self.dimensions)
         topics = dict(self.topics)
         if change.value is None:
-            topics.pop(change.resource.topic, None)
+            topics.pop(resource.topic, None)
         else:
-            topics[change.resource.topic] = change.value
-        return DynamicConfigs(MappingProxyType(topics), self.cluster_default)
+            topics[resource.topic] = change.value
+        return DynamicConfigs(MappingProxyType(topics), self.cluster_default, self.dimensions)
 
 
 def encode_record(change: Change) -> tuple[bytes, bytes | None]:

@@ -62,9 +62,9 @@ def test_incremental_split() -> None:
     assert sent == {"mixed": ["retention.ms"], "other": ["retention.ms"], "x": [R]}
     assert plan.probe == ((2, "only"), (4, ""))
     assert plan.changes == {
-        (2, "only"): Change(Resource("only"), StoredValue(2, 100.0, "adm@1.2.3.4:5")),
-        (2, "mixed"): Change(Resource("mixed"), None, "adm@1.2.3.4:5"),
-        (4, ""): Change(CLUSTER_DEFAULT, StoredValue(4, 100.0, "adm@1.2.3.4:5"))}
+        (2, "only"): (Change(Resource("only"), StoredValue(2, 100.0, "adm@1.2.3.4:5")),),
+        (2, "mixed"): (Change(Resource("mixed"), None, "adm@1.2.3.4:5"),),
+        (4, ""): (Change(CLUSTER_DEFAULT, StoredValue(4, 100.0, "adm@1.2.3.4:5")),)}
     codes = {k[1]: (r.error_code, r.error_message) for k, r in plan.local.items()}
     assert codes["only"] == (0, None) and codes["mixed"] == (0, None)
     assert codes[""][0] == 0 and "exceeds the 3 rack(s)" in (codes[""][1] or "")
@@ -106,9 +106,9 @@ def test_alter_configs_replaces_the_whole_set() -> None:
         ("had", ["retention.ms"]), ("never", ["retention.ms"]), ("set", []), ("", []),
         ("2", ["log.cleaner.threads"])]
     assert plan.probe == ()  # the broker answers every resource of an AlterConfigs
-    assert plan.changes[(2, "had")] == Change(Resource("had"), None, "c")
-    assert plan.changes[(4, "")] == Change(CLUSTER_DEFAULT, None, "c")
-    assert plan.changes[(2, "set")].value == StoredValue(3, 5.0, "c")
+    assert plan.changes[(2, "had")] == (Change(Resource("had"), None, "c"),)
+    assert plan.changes[(4, "")] == (Change(CLUSTER_DEFAULT, None, "c"),)
+    assert plan.changes[(2, "set")][0].value == StoredValue(3, 5.0, "c")
     assert (2, "never") not in plan.changes and (2, "never") not in plan.local
 
 
@@ -136,8 +136,8 @@ def test_create_topics() -> None:
     assert plan.upstream is not None
     assert [(t.name, [c.name for c in t.configs]) for t in plan.upstream.topics] == [
         ("plain", ["cleanup.policy"]), ("racks", ["cleanup.policy"])]
-    assert plan.changes == {"racks": Change(Resource("racks"),
-                                            StoredValue(2, 100.0, "adm@1.2.3.4:5"))}
+    assert plan.changes == {"racks": (Change(Resource("racks"),
+                                             StoredValue(2, 100.0, "adm@1.2.3.4:5")),)}
     assert plan.local["bad"].error_code == 40 and plan.local["dup"].error_code == 42
     only_bad = plan_create(CreateTopicsRequest(5, (topic("bad", (R, "x")),), 1, False), CTX)
     assert only_bad.upstream is None
