@@ -10,6 +10,12 @@ a replica in every rack and min.insync.replicas=2. KIP-1290's plan, per dimensio
 - eu-west-1 down (rack-c stopped): the ISR still spans 2 racks, so the plain topic's
   acks=all succeeds, but it spans 1 region, so the region topic's is refused
   NOT_ENOUGH_RACKS naming the region; acks=1 is untouched;
+- the same minimum through the Admin API, with Kafka's own kafka-configs through the
+  proxy (``min.insync.racks.region``, kept in the config topic): lowered to 1 on the
+  region topic, its acks=all succeeds, ``--describe`` shows the dynamic value over the
+  proxy's flag; raised to 2 on the plain topic, its acks=all is refused naming the
+  region; a dimension rack_dimensions does not name is refused; a topic created through
+  the proxy with ``min.insync.racks.region=2`` among its configs is refused likewise;
 - rack-c back: acks=all succeeds on both again.
 
 Needs the rig this repository starts (the proxy here is started in front of its brokers).
@@ -36,10 +42,12 @@ from tests.prometheus_text import metrics_url, read_samples, sample
 
 from .cluster import BROKER_RACKS
 from .rig import SystemRig
+from .test_kafka_tools import config_command, run_tool, tool
 
 pytestmark = pytest.mark.system
 
 PARTITIONS = 3
+REGION = "min.insync.racks.region"
 REGION_ZONE = {"rack-a": "eu-central-1/eu-central-1a", "rack-b": "eu-central-1/eu-central-1b",
                "rack-c": "eu-west-1/eu-west-1a"}
 
@@ -137,8 +145,56 @@ def test_a_region_minimum_on_real_kafka(rig: SystemRig,
     assert (sample(got, "rackguard_produce_dimension_refusals_total", topic=regional,
                    dimension="region", decision="rejected") or 0) >= PARTITIONS
 
-    rig.start_rack("rack-c")
+    try:
+        through_the_admin_api(rig, p, regional, plain)
+    finally:
+        rig.start_rack("rack-c")
     until(lambda: all(n == 3 for t in (regional, plain) for n in isr_sizes(p, t)),
           "full ISRs again", timeout=180)
+    for t in (regional, plain):
+        configs(rig, p, "--alter", "--entity-name", t, "--delete-config", REGION)
     until(lambda: all(code == 0 for code, _ in produce(p, regional)),
           "acks=all to succeed again")
+
+
+def configs(rig: SystemRig, p: RackguardProxy, *args: str) -> str:
+    assert rig.cluster is not None
+    return tool(rig, config_command(rig.cluster.kafka_version), "--entity-type", "topics",
+                *args, bootstrap=p.bootstrap)
+
+
+def through_the_admin_api(rig: SystemRig, p: RackguardProxy, regional: str,
+                          plain: str) -> None:
+    """While eu-west-1 is down: the region minimum changed with kafka-configs."""
+    assert rig.cluster is not None
+    configs(rig, p, "--alter", "--entity-name", regional, "--add-config", f"{REGION}=1")
+    until(lambda: all(code == 0 for code, _ in produce(p, regional)),
+          "acks=all to the region topic once its minimum is lowered", timeout=10)
+    shown = configs(rig, p, "--describe", "--entity-name", regional)
+    assert f"DYNAMIC_TOPIC_CONFIG:{REGION}=1" in shown, shown
+    assert f"STATIC_BROKER_CONFIG:{REGION}=2" in shown, shown  # the proxy's own flag
+    print(f"\nkafka-configs --describe through the proxy:\n{shown}")
+
+    configs(rig, p, "--alter", "--entity-name", plain, "--add-config", f"{REGION}=2")
+    until(lambda: all(code == NOT_ENOUGH_REPLICAS for code, _ in produce(p, plain)),
+          "the plain topic refused once it needs 2 regions", timeout=10)
+    for _code, message in produce(p, plain):
+        assert message is not None and message.endswith(f"{REGION}=2"), message
+
+    bad = run_tool(rig, config_command(rig.cluster.kafka_version), "--entity-type", "topics",
+                   "--alter", "--entity-name", plain, "--add-config",
+                   "min.insync.racks.rack=2", bootstrap=p.bootstrap)
+    assert bad.returncode != 0 and "not a rack dimension" in bad.stdout + bad.stderr, bad
+
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    created = f"dims-created-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=p.bootstrap, request_timeout_ms=30000)
+    try:
+        admin.create_topics([NewTopic(created, 1, 2, topic_configs={
+            "min.insync.replicas": "2", REGION: "2"})])
+        until(lambda: all(code == NOT_ENOUGH_REPLICAS for code, _ in produce(p, created)),
+              "the topic created with a region minimum refused", timeout=30)
+        admin.delete_topics([created])
+    finally:
+        admin.close()
