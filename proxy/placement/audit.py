@@ -9,6 +9,12 @@ the replicas live, the ISR metrics are about where they are in sync):
 * fragile: ``R == N`` - losing any one of those racks refuses it;
 * healthy: ``R > N``.
 
+Where racks have dimensions (``rack_dimensions``: region/zone...) and the topic a
+minimum per dimension (:class:`Spread`), the same holds per dimension with ``R`` the
+distinct values of that dimension among the replicas' racks; a partition's status is
+the worst of its levels, and a finding names the dimension that made it so (None:
+the racks themselves, which win a tie).
+
 Leaders are counted per broker and per rack from the current leader (a
 partition without one is counted as leaderless); replicas per broker, per
 rack, and per rack of each topic. Topics are ordered worst first: most
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from proxy.enforce.dimensions import RackDimensions
 from proxy.placement.model import (
     PartitionReplicas,
     Racks,
@@ -37,6 +44,49 @@ class Status(Enum):
     UNSATISFIABLE = "unsatisfiable"
     FRAGILE = "fragile"
     HEALTHY = "healthy"
+
+
+_RANK = {Status.UNSATISFIABLE: 0, Status.FRAGILE: 1, Status.HEALTHY: 2}
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """The rule over several dimensions: how racks split, and a topic's minimums."""
+
+    dimensions: RackDimensions
+    minimums: Callable[[str], Mapping[str, int] | None]  # None: the topic has none
+
+    def values(self, racks: frozenset[str] | tuple[str, ...], dimension: str
+               ) -> tuple[str, ...]:
+        """The distinct values of ``dimension`` the racks span, sorted."""
+        return tuple(sorted({self.dimensions.values(r)[dimension] for r in racks}))
+
+
+@dataclass(frozen=True, slots=True)
+class DimensionFinding:
+    """The dimension whose spread decided a partition's status."""
+
+    dimension: str
+    values: tuple[str, ...]  # the distinct values its replicas span
+    required: int
+
+
+def worst_dimension(spanned: frozenset[str], status: Status, spread: Spread | None,
+                    minimums: Mapping[str, int] | None
+                    ) -> tuple[Status, DimensionFinding | None]:
+    """The partition's status over every level: the racks' ``status``, made worse by a
+    dimension whose replicas span too few values (the first such, in order)."""
+    found = None
+    if spread is None or not minimums:
+        return status, None
+    for name, n in minimums.items():
+        if n <= 1:
+            continue
+        values = spread.values(spanned, name)
+        level = classify(len(values), n)
+        if _RANK[level] < _RANK[status]:
+            status, found = level, DimensionFinding(name, values, n)
+    return status, found
 
 
 def classify(rack_count: int, required: int) -> Status:
@@ -57,12 +107,18 @@ class PartitionFinding:
     status: Status
     offline: tuple[int, ...]
     unknown: tuple[int, ...]  # replicas on brokers the broker map does not know
+    dimension: DimensionFinding | None = None  # where a dimension decided the status
 
     def to_json(self) -> dict[str, Any]:
-        return {"topic": self.topic, "partition": self.partition,
-                "replicas": list(self.replicas), "racks": list(self.racks),
-                "min_insync_racks": self.required, "status": self.status.value,
-                "offline": list(self.offline), "unknown_brokers": list(self.unknown)}
+        out = {"topic": self.topic, "partition": self.partition,
+               "replicas": list(self.replicas), "racks": list(self.racks),
+               "min_insync_racks": self.required, "status": self.status.value,
+               "offline": list(self.offline), "unknown_brokers": list(self.unknown)}
+        if self.dimension is not None:
+            out["dimension"] = {"name": self.dimension.dimension,
+                                "values": list(self.dimension.values),
+                                "min_insync_racks": self.dimension.required}
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,8 +187,10 @@ def _labelled(counts: dict[str, int]) -> dict[str, int]:
     return {rack_label(r): n for r, n in sorted(counts.items())}
 
 
-def audit(racks: Racks, topics: Topics, required: Callable[[str], int]) -> Audit:
-    """Audit every partition of ``topics`` against ``required(topic)`` racks."""
+def audit(racks: Racks, topics: Topics, required: Callable[[str], int],
+          spread: Spread | None = None) -> Audit:
+    """Audit every partition of ``topics`` against ``required(topic)`` racks (and,
+    with ``spread``, against each dimension's minimum of the topic)."""
     brokers = {b: counted_rack(racks, b) or "" for b in racks}
     leaders_b: Counter[int] = Counter(dict.fromkeys(racks, 0))
     replicas_b: Counter[int] = Counter(dict.fromkeys(racks, 0))
@@ -142,7 +200,7 @@ def audit(racks: Racks, topics: Topics, required: Callable[[str], int]) -> Audit
     audits: list[TopicAudit] = []
     for name, partitions in topics.items():
         n = required(name)
-        t = _audit_topic(name, n, racks, partitions)
+        t = _audit_topic(name, n, racks, partitions, spread)
         audits.append(t)
         for p in partitions.values():
             if p.leader < 0:
@@ -158,7 +216,9 @@ def audit(racks: Racks, topics: Topics, required: Callable[[str], int]) -> Audit
 
 
 def _audit_topic(name: str, required: int, racks: Racks,
-                 partitions: Mapping[int, PartitionReplicas]) -> TopicAudit:
+                 partitions: Mapping[int, PartitionReplicas],
+                 spread: Spread | None = None) -> TopicAudit:
+    minimums = spread.minimums(name) if spread is not None else None
     findings: list[PartitionFinding] = []
     counts = Counter[Status]()
     per_rack: Counter[str] = Counter()
@@ -167,7 +227,8 @@ def _audit_topic(name: str, required: int, racks: Racks,
     for index in sorted(partitions):
         p = partitions[index]
         spanned = replica_racks(racks, p.replicas)
-        status = classify(len(spanned), required)
+        status, dimension = worst_dimension(spanned, classify(len(spanned), required),
+                                            spread, minimums)
         counts[status] += 1
         offline += len(p.offline)
         for broker in p.replicas:
@@ -180,7 +241,8 @@ def _audit_topic(name: str, required: int, racks: Racks,
         if status is not Status.HEALTHY:
             unknown = tuple(b for b in p.replicas if b not in racks)
             findings.append(PartitionFinding(name, index, p.replicas, tuple(sorted(spanned)),
-                                             required, status, p.offline, unknown))
+                                             required, status, p.offline, unknown,
+                                             dimension))
     return TopicAudit(name, required, len(partitions), counts[Status.UNSATISFIABLE],
                       counts[Status.FRAGILE], offline, dict(per_rack), dict(leaders),
                       tuple(findings))

@@ -16,7 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from proxy.placement.audit import audit
+from proxy.enforce.dimensions import DimensionError, RackDimensions, parse_minimums
+from proxy.enforce.policy import RackRule
+from proxy.placement.audit import Spread, audit
 from proxy.placement.kip36 import PlacementError, assign
 from proxy.placement.plan import plan_fix, reassignment_file
 from proxy.placement.render import audit_text, plan_text
@@ -54,6 +56,12 @@ def _rule(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", metavar="FILE", type=Path,
                    help="take min.insync.racks from the proxy's settings (this TOML file "
                    "and RACKGUARD_* variables, as rackguard serve reads them)")
+    p.add_argument("--rack-dimensions", metavar="NAME/NAME",
+                   help="racks split into named dimensions, e.g. region/zone (default: "
+                   "--config's rack_dimensions)")
+    p.add_argument("--min-insync-racks-by-dimension", metavar="DIMENSION=N[,...]",
+                   help="distinct values of each dimension every topic must span "
+                   "(default: --config's, per topic)")
     p.add_argument("--topic", action="append", default=[], metavar="NAME",
                    help="only these topics (repeatable; default all but internal ones)")
 
@@ -141,6 +149,10 @@ def _required(args: argparse.Namespace, inputs: ClusterInputs) -> Callable[[str]
 
 
 def _proxy_rule(config: Path) -> Callable[[str], int]:
+    return _settings_rule(config).required_racks
+
+
+def _settings_rule(config: Path) -> RackRule:
     from proxy.app import rack_rule
     from proxy.settings import SettingsError, load_settings
 
@@ -148,7 +160,27 @@ def _proxy_rule(config: Path) -> Callable[[str], int]:
         settings = load_settings({}, config_file=str(config))
     except SettingsError as exc:
         raise SourceError(f"--config {config}: {exc}") from None
-    return rack_rule(settings).required_racks
+    return rack_rule(settings)
+
+
+def _spread(args: argparse.Namespace) -> Spread | None:
+    """The rule over several dimensions, from the flags, else --config's (None: none)."""
+    rule = _settings_rule(args.config) if args.config is not None else None
+    try:
+        dims = (RackDimensions.parse(args.rack_dimensions) if args.rack_dimensions
+                else rule.dimensions if rule is not None else None)
+        if dims is None:
+            if args.min_insync_racks_by_dimension:
+                raise SourceError("--min-insync-racks-by-dimension needs --rack-dimensions")
+            return None
+        if args.min_insync_racks_by_dimension:
+            given = parse_minimums(args.min_insync_racks_by_dimension, dims)
+            return Spread(dims, lambda topic: given)
+    except DimensionError as exc:
+        raise SourceError(str(exc)) from None
+    if rule is None:
+        return None
+    return Spread(dims, rule.minimums)
 
 
 def _check_racks(required: int | None, inputs: ClusterInputs) -> None:
@@ -171,7 +203,8 @@ def run(argv: list[str], out: TextIO, err: TextIO) -> int:
     try:
         if args.action == "audit":
             inputs = _load(args, need_topics=True)
-            result = audit(inputs.racks, inputs.topics, _required(args, inputs))
+            result = audit(inputs.racks, inputs.topics, _required(args, inputs),
+                           _spread(args))
             out.write(json.dumps(result.to_json(), indent=2) + "\n" if args.json
                       else audit_text(result, args.limit))
             return 0
@@ -188,7 +221,7 @@ def run(argv: list[str], out: TextIO, err: TextIO) -> int:
             return 0
         inputs = _load(args, need_topics=True)
         plan = plan_fix(inputs.racks, inputs.topics, _required(args, inputs),
-                        spare=not args.no_spare, sizes=inputs.sizes)
+                        spare=not args.no_spare, sizes=inputs.sizes, spread=_spread(args))
     except (SourceError, PlacementError) as exc:
         err.write(f"rackguard placement: {exc}\n")
         return 2

@@ -15,10 +15,17 @@ rack, the destination the least loaded broker (replicas, then leaders) of a
 missing rack, so replicas and leaders stay balanced per broker; loads are
 updated as moves are planned. Nothing else moves.
 
+Where racks have dimensions and a topic a minimum per dimension (``spread``), each
+dimension's target is its minimum, raised by one likewise, and is met first: a move
+replaces a replica whose value of the dimension another replica shares (or on an
+unknown broker) by a broker of a value the partition lacks, never lowering the racks
+spanned or another dimension below its target; the racks' target is met after that
+(such moves keep every dimension's values).
+
 ``PlacementError`` refuses a request no move can satisfy: a topic requires
-more racks than the cluster has. A partition with fewer replicas than ``N``
-cannot be fixed by moves (its replication factor must grow); it is reported
-in ``Plan.unfixable`` and left out of the plan.
+more racks (or values of a dimension) than the cluster has. A partition with
+fewer replicas than ``N`` cannot be fixed by moves (its replication factor must
+grow); it is reported in ``Plan.unfixable`` and left out of the plan.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from proxy.placement.audit import Spread
 from proxy.placement.kip36 import PlacementError
 from proxy.placement.model import (
     PartitionReplicas,
@@ -111,9 +119,12 @@ def plan_fix(
     required: Callable[[str], int],
     spare: bool = True,
     sizes: Mapping[TopicPartition, int] | None = None,
+    spread: Spread | None = None,
 ) -> Plan:
-    """Reassignments that bring every partition to its target racks with fewest moves."""
+    """Reassignments that bring every partition to its target racks (and values of each
+    dimension, with ``spread``) with fewest moves."""
     rack_names = {counted_rack(racks, b) or "" for b in racks}
+    minimums = _minimums(topics, spread, frozenset(rack_names))
     by_rack: dict[str, list[int]] = {}
     for broker in sorted(racks):
         by_rack.setdefault(counted_rack(racks, broker) or "", []).append(broker)
@@ -143,11 +154,28 @@ def plan_fix(
                     name, index, p.replicas, n,
                     f"{rf} replica(s) cannot span {n} racks: raise the replication factor"))
                 continue
-            goal = target_racks(n, rf, len(rack_names), spare)
-            before = len(replica_racks(racks, p.replicas))
-            if before >= goal:
+            mins = minimums.get(name, {})
+            short = [(d, m) for d, m in mins.items() if rf < m]
+            if short:
+                d, m = short[0]
+                unfixable.append(Unfixable(
+                    name, index, p.replicas, n, f"{rf} replica(s) cannot span {m} values of "
+                    f"{d}: raise the replication factor"))
                 continue
-            after = _fix_partition(p, goal, racks, by_rack, loads, leaders)
+            goal = target_racks(n, rf, len(rack_names), spare)
+            goals = {d: target_racks(m, rf, len(spread.values(frozenset(rack_names), d)), spare)
+                     for d, m in mins.items()} if spread is not None else {}
+            before = len(replica_racks(racks, p.replicas))
+            if before >= goal and all(_count(spread, racks, p.replicas, d) >= g
+                                      for d, g in goals.items()):
+                continue
+            after = p.replicas
+            if spread is not None and goals:
+                after = _spread_partition(after, goals, spread, racks, loads, leaders)
+            after = _fix_partition(PartitionReplicas(after), goal, racks, by_rack, loads,
+                                   leaders)
+            if after == p.replicas:
+                continue
             size = (sizes or {}).get((name, index))
             out.append(Reassignment(name, index, p.replicas, after, before,
                                     len(replica_racks(racks, after)), size))
@@ -198,3 +226,83 @@ def _source(replicas: list[int], racks: Racks, loads: Counter[int]) -> int:
     # unknown brokers first, then followers, the most crowded rack, the most loaded broker
     best = min(movable, key=lambda m: (m[0], not m[1], -m[2], -m[3], -m[4]))
     return best[4]
+
+
+def _minimums(topics: Topics, spread: Spread | None, cluster_racks: frozenset[str]
+              ) -> dict[str, dict[str, int]]:
+    """Each topic's minimums above 1 per dimension; PlacementError where the cluster has
+    fewer values of a dimension than a topic requires."""
+    if spread is None:
+        return {}
+    out: dict[str, dict[str, int]] = {}
+    for topic in topics:
+        mins = {d: m for d, m in (spread.minimums(topic) or {}).items() if m > 1}
+        for d, m in mins.items():
+            values = spread.values(cluster_racks, d)
+            if m > len(values):
+                raise PlacementError(
+                    f"min.insync.racks.{d} {m} (topic {topic!r}) is more than the "
+                    f"{len(values)} value(s) of {d} in the cluster ({', '.join(values)}): "
+                    "no placement can satisfy it")
+        if mins:
+            out[topic] = mins
+    return out
+
+
+def _count(spread: Spread | None, racks: Racks, replicas: tuple[int, ...] | list[int],
+           dimension: str) -> int:
+    assert spread is not None
+    return len(spread.values(replica_racks(racks, replicas), dimension))
+
+
+def _spread_partition(
+    replicas_in: tuple[int, ...],
+    goals: Mapping[str, int],
+    spread: Spread,
+    racks: Racks,
+    loads: Counter[int],
+    leaders: Counter[int],
+) -> tuple[int, ...]:
+    """Moves, one at a time, until every dimension spans its goal (where a move can)."""
+    replicas = list(replicas_in)
+    for dimension, goal in goals.items():
+        while _count(spread, racks, replicas, dimension) < goal:
+            move = _best_move(replicas, dimension, goals, spread, racks, loads)
+            if move is None:
+                break
+            position, dest = move
+            old = replicas[position]
+            if old in racks:
+                loads[old] -= 1
+                if position == 0:
+                    leaders[old] -= 1
+            loads[dest] += 1
+            if position == 0:
+                leaders[dest] += 1
+            replicas[position] = dest
+    return tuple(replicas)
+
+
+def _best_move(replicas: list[int], dimension: str, goals: Mapping[str, int],
+               spread: Spread, racks: Racks, loads: Counter[int]) -> tuple[int, int] | None:
+    """(position, destination) of the move that adds a value of ``dimension`` and loses
+    nothing needed: a follower first, the most loaded source, the least loaded target."""
+    have = {d: _count(spread, racks, replicas, d) for d in goals}
+    spanned = len(replica_racks(racks, replicas))
+    present = set(spread.values(replica_racks(racks, replicas), dimension))
+    dests = [b for b in sorted(racks) if b not in replicas
+             and spread.dimensions.values(counted_rack(racks, b) or "")[dimension]
+             not in present]
+    best: tuple[tuple[int, int, int, int], tuple[int, int]] | None = None
+    for position, old in enumerate(replicas):
+        for dest in dests:
+            trial = replicas[:position] + [dest] + replicas[position + 1:]
+            if len(replica_racks(racks, trial)) < spanned:
+                continue
+            if any(_count(spread, racks, trial, d) < min(g, have[d])
+                   for d, g in goals.items()):
+                continue
+            key = (position == 0, -loads[old] if old in racks else -1 << 30, loads[dest], dest)
+            if best is None or key < best[0]:
+                best = (key, (position, dest))
+    return None if best is None else best[1]

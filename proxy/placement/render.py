@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from proxy.placement.audit import Audit
+from proxy.placement.audit import Audit, DimensionFinding
 from proxy.placement.model import rack_label
 from proxy.placement.plan import Plan
 
@@ -61,7 +61,7 @@ def audit_text(result: Audit, limit: int = 50) -> str:
                 table(["TOPIC", "PARTITION", "STATUS", "REPLICAS", "RACKS", "NOTE"],
                       [(f.topic, f.partition, f.status.value, ",".join(map(str, f.replicas)),
                         ",".join(rack_label(r) for r in f.racks) or "-",
-                        _note(f.offline, f.unknown))
+                        _note(f.offline, f.unknown, f.dimension))
                        for f in findings[:limit]])]
     out += ["", "leaders and replicas per broker"
             + (f" ({result.leaderless} partitions without a leader)" if result.leaderless
@@ -74,8 +74,13 @@ def audit_text(result: Audit, limit: int = 50) -> str:
     return "\n".join(out) + "\n"
 
 
-def _note(offline: tuple[int, ...], unknown: tuple[int, ...]) -> str:
+def _note(offline: tuple[int, ...], unknown: tuple[int, ...],
+          dimension: DimensionFinding | None = None) -> str:
     notes = []
+    if dimension is not None:
+        notes.append(f"{len(dimension.values)} {dimension.dimension}(s) "
+                     f"[{','.join(rack_label(v) for v in dimension.values)}], "
+                     f"min.insync.racks.{dimension.dimension}={dimension.required}")
     if offline:
         notes.append("offline " + ",".join(map(str, offline)))
     if unknown:
