@@ -19,7 +19,10 @@ and over every partition, by the current leader's rack (``none``: no leader):
 * ``rackguard_placement_leaders{rack}``.
 
 Topics with N = 1 are not checked (as the rule and the coverage metrics), so a
-cluster without the rule exports only the leaders per rack.
+cluster without the rule exports only the leaders per rack. Where racks have
+dimensions and the topic a minimum per dimension, a partition's status is the worst
+over the racks and each dimension (:func:`.audit.worst_dimension`), and such a topic
+is checked whatever its N.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 
 from proxy.cluster.view import ClusterView
 from proxy.enforce.policy import RackRule
-from proxy.placement.audit import Status, classify
+from proxy.placement.audit import Spread, Status, classify, worst_dimension
 
 UNSATISFIABLE = "rackguard_placement_unsatisfiable_partitions"
 FRAGILE = "rackguard_placement_fragile_partitions"
@@ -54,17 +57,23 @@ class PlacementFigures:
 def compute(view: ClusterView, rule: RackRule) -> PlacementFigures:
     per_topic: dict[str, tuple[int, int]] = {}
     leaders: dict[str, int] = {view.rack_of(n): 0 for n in view.brokers}
+    spread = Spread(rule.dimensions, rule.minimums) if rule.dimensions is not None else None
     for name, topic in view.topics.items():
         required = rule.required_racks(name)
+        minimums = rule.minimums(name)
+        checked = required > 1 or minimums is not None
         unsatisfiable = fragile = 0
         for p in topic.partitions.values():
             rack = view.rack_of(p.leader) if p.leader >= 0 else NO_LEADER
             leaders[rack] = leaders.get(rack, 0) + 1
-            if required > 1:
-                status = classify(len(view.isr_racks(p.replicas)), required)
+            if checked:
+                racks = view.isr_racks(p.replicas)
+                status = classify(len(racks), required) if required > 1 else Status.HEALTHY
+                if minimums is not None:
+                    status, _ = worst_dimension(frozenset(racks), status, spread, minimums)
                 unsatisfiable += status is Status.UNSATISFIABLE
                 fragile += status is Status.FRAGILE
-        if required > 1:
+        if checked:
             per_topic[name] = (unsatisfiable, fragile)
     return PlacementFigures(per_topic, leaders)
 

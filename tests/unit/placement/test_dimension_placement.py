@@ -120,3 +120,20 @@ def test_command_takes_dimensions_from_flags(tmp_path: Path) -> None:
     assert run(["audit", "--brokers", brokers, "--assignment", str(current),
                 "--min-insync-racks-by-dimension", "region=2"], io.StringIO(), bad) == 2
     assert "needs --rack-dimensions" in bad.getvalue()
+
+
+
+def test_placement_metrics_count_a_dimension() -> None:
+    from proxy.cluster.view import ClusterViewStore
+    from proxy.enforce.policy import RackRule
+    from proxy.placement.metrics import compute
+    from tests.unit._views import Clock, broker, part, snap, topic
+
+    store = ClusterViewStore(Clock())
+    store.apply_metadata(snap([
+        topic("t", [part(0, (1, 2, 4), replicas=(1, 2, 4)),   # one region: unsatisfiable
+                    part(1, (1, 3, 4), replicas=(1, 3, 4))]),  # two of two: fragile
+        topic("u", [part(0, (1, 2, 4), replicas=(1, 2, 4))]),
+    ], brokers=tuple(broker(b, r) for b, r in RACKS.items())), full=True)
+    rule = RackRule(1, dimensions=DIMS, topic_dimension_minimums={"t": {"region": 2}})
+    assert compute(store.view, rule).per_topic == {"t": (1, 1)}  # u: nothing to check
