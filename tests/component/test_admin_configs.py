@@ -289,3 +289,32 @@ async def test_a_reload_keeps_the_dynamic_values(rig: Rig) -> None:
     assert rule.required_racks("orders") == 1 and rule.required_racks("other") == 3
     shown = entry_of(await call(operator, describe(["orders"], corr=2)), "orders")
     assert [(s.value, s.source) for s in shown.synonyms] == [("1", 1), ("3", 4), ("1", 5)]
+
+
+async def test_a_dimension_minimum_through_the_config_apis(rig: Rig) -> None:
+    """min.insync.racks.region (racks of one dimension here: the rack is the region)
+    set, described and enforced like min.insync.racks; an unknown dimension refused."""
+    cluster = await rig.start_cluster()
+    app = await started(rig, min_insync_racks=1, rack_dimensions="region")
+    await one_rack_isr(cluster, "orders", 0)
+    await app.poller.refresh_now()
+    producer = await rig.client_for("orders", 0)
+    assert answers(await call(producer, produce("orders", [0], 1)))[0] == (0, None)
+
+    operator = await admin(rig)
+    region = f"{R}.region"
+    got = await call(operator, incremental([(TOPIC, "orders", [(region, 0, "2")]),
+                                            (TOPIC, "other", [(f"{R}.zone", 0, "2")])]))
+    assert alter_answers(got) == [(TOPIC, "orders", 0), (TOPIC, "other", 40)]
+    code, message = answers(await call(producer, produce("orders", [0], 2)))[0]
+    assert code == 19 and (message or "").endswith(f"{region}=2"), message
+
+    resp = DescribeConfigsResponse.decode(await call(operator, describe(["orders"], corr=2)),
+                                          version=4, header=True, framed=True)
+    shown = {c.name: (c.value, c.config_source) for c in resp.results[0].configs}
+    assert shown[region] == ("2", 1) and shown[R] == ("1", 4)  # DYNAMIC_TOPIC, STATIC_BROKER
+    assert sample(app, "rackguard_config_changes_total", {"resource_type": "topic"}) == 1
+
+    got = await call(operator, incremental([(TOPIC, "orders", [(region, 1, None)])], corr=3))
+    assert alter_answers(got) == [(TOPIC, "orders", 0)]
+    assert answers(await call(producer, produce("orders", [0], 3)))[0] == (0, None)
