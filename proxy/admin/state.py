@@ -60,7 +60,7 @@ class Resource:
     def from_key(key: str) -> Resource:
         if key.startswith(_DIMENSION_PREFIX):
             dimension, sep, rest = key[len(_DIMENSION_PREFIX):].partition("/")
-            if not dimension or not sep:
+            if not dimension or not sep or rest.startswith(_DIMENSION_PREFIX):
                 raise RecordError(f"unknown resource key {key!r}")
             return Resource(Resource.from_key(rest).topic, dimension)
         if key == CLUSTER_DEFAULT_KEY:

@@ -11,6 +11,8 @@ file's default; DescribeConfigs shows each dimension's value with its source.
 
 from __future__ import annotations
 
+import pytest
+
 from protocol.alter_configs import (
     ALTER_CONFIGS,
     DELETE,
@@ -43,6 +45,7 @@ from proxy.admin.rules import (
 from proxy.admin.state import (
     Change,
     DynamicConfigs,
+    RecordError,
     Resource,
     StoredValue,
     decode_record,
@@ -97,6 +100,10 @@ def test_records_round_trip_under_their_own_keys() -> None:
         assert decode_record(key, value) == change
     assert encode_record(Change(Resource("orders", "zone"), None))[0] == \
         b"dimension:zone/topic:orders"
+    for bad in (b"dimension:zone", b"dimension:/topic:t", b"dimension:a/dimension:b/topic:t",
+                b"dimension:zone/other"):
+        with pytest.raises(RecordError):
+            decode_record(bad, stored(2).encode())
     state = DynamicConfigs().apply(Change(Resource("t"), stored(2)))
     state = state.apply(Change(Resource("t", "zone"), stored(3)))
     assert state.get(Resource("t")) == stored(2) and state.get(Resource("t", "zone")) == stored(3)
