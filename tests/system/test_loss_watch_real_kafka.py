@@ -122,6 +122,11 @@ def _lost_metric(url: str, topic: str) -> float:
                       acks=acks) or 0.0 for acks in ("all", "1"))
 
 
+def _withdrawn_metric(url: str, topic: str) -> float:
+    return sample(_samples(url), "rackguard_acknowledgements_withdrawn_total",
+                  topic=topic) or 0.0
+
+
 def _checks(url: str) -> float:
     samples = _samples(url)
     return sum(sample(samples, "rackguard_loss_watch_checks_total", outcome=o) or 0.0
@@ -261,7 +266,9 @@ def _drill(rig: SystemRig, java_client: JavaClient, tmp_path: Path, observer: Ob
                f"{len(acked_x) - result['acked']} librdkafka), {len(lost_x)} lost "
                f"({min(lost_x, default=-1)}..{max(lost_x, default=-1)}), reported "
                f"{len(reported_x)} after {reported_after:.1f} s; enforcing: "
-               f"{len(acked_y)} acknowledged, {len(lost_y)} lost")
+               f"{len(acked_y)} acknowledged, {len(lost_y)} lost, "
+               f"{_withdrawn_metric(rig.metrics_url, enforced):.0f} acknowledgements "
+               "withdrawn (code 20)")
     print(summary)
     for line in lines:
         print(line)
