@@ -45,6 +45,7 @@ from benchmarks.bench_ledger import measure as measure_ledger
 from benchmarks.bench_ledger import table as ledger_table
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+WATCH_OFF = "rackguard-observe-watch-off"  # --loss-watch-pair's second target
 
 
 @dataclass
@@ -293,6 +294,9 @@ def run(args: argparse.Namespace) -> Results:
         targets = [Target("direct", upstream)]
         observe = ["--min-insync-racks", "2", "--observe"]
         proxies = [("rackguard", []), ("rackguard-observe", observe)]
+        if args.loss_watch_pair:  # the same configuration, the loss watch on and off
+            proxies = [("rackguard", []), ("rackguard-observe", [*observe, "--loss-watch", "on"]),
+                       (WATCH_OFF, [*observe, "--loss-watch", "off"])]
         if args.ledger_loads:
             stack.callback(shutil.rmtree, logs / "ledger", True)  # can be large; logs stay
             proxies.append(("rackguard-ledger", [*observe, "--ledger-dir", str(logs / "ledger")]))
@@ -384,11 +388,51 @@ def summarize(results: Results, sizes: list[int]) -> dict[str, Any]:
     return summary
 
 
+def loss_watch_ratios(results: Results, sizes: list[int]) -> dict[str, Any]:
+    """Watch on over watch off (rackguard-observe / rackguard-observe-watch-off), throughput
+    and CPU per GB, per round (the two ran back to back on fresh brokers, in alternated
+    order): each round's ratio, their median and quartiles, per record size."""
+    figures: dict[str, Any] = {}
+    for size in sizes:
+        sized = [s for s in results.samples if s.record_size == size]
+        on = {s.round: s for s in sized if s.target == "rackguard-observe"}
+        off = {s.round: s for s in sized if s.target == WATCH_OFF}
+        rounds = sorted(set(on) & set(off))
+        if not rounds:
+            continue
+        row: dict[str, Any] = {"rounds": len(rounds)}
+        mb = [on[r].mb_per_s / off[r].mb_per_s for r in rounds]
+        cpu = [on[r].cpu_s_per_gb / off[r].cpu_s_per_gb for r in rounds  # type: ignore[operator]
+               if on[r].cpu_s_per_gb and off[r].cpu_s_per_gb]
+        for key, values in (("mb_s_ratio", mb), ("cpu_s_per_gb_ratio", cpu)):
+            if not values:
+                continue
+            q1, med, q3 = (statistics.quantiles(values, n=4, method="inclusive")
+                           if len(values) > 1 else (values[0],) * 3)
+            row[key] = {"median": med, "q1": q1, "q3": q3, "rounds": values}
+        figures[f"{size}B"] = row
+    return figures
+
+
+def loss_watch_table(figures: dict[str, Any]) -> str:
+    lines = ["loss watch on / off (same rackguard observe configuration, per round)"]
+    for size, row in figures.items():
+        mb, cpu = row["mb_s_ratio"], row.get("cpu_s_per_gb_ratio")
+        line = (f"  {size:<7} {row['rounds']} rounds  throughput x{mb['median']:.3f} "
+                f"(quartiles {mb['q1']:.3f} .. {mb['q3']:.3f})")
+        if cpu:
+            line += (f"  CPU s/GB x{cpu['median']:.3f} "
+                     f"(quartiles {cpu['q1']:.3f} .. {cpu['q3']:.3f})")
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def table(summary: dict[str, Any], sizes: list[int]) -> str:
     direct = summary.get("direct", {})
     peer = summary.get("tansu-proxy", {})
     lines = []
-    head = f"{'target':<18}"
+    width = max(18, *map(len, summary))
+    head = f"{'target':<{width}}"
     for size in sizes:
         label = f"{size / 1024:g}KB MB/s"
         head += (f" {label:>11}  {'x direct':>8}  {'x tansu':>7}  {'rec/s':>8}"
@@ -396,7 +440,7 @@ def table(summary: dict[str, Any], sizes: list[int]) -> str:
     head += f"  {'p50 ms':>6}  {'p99 ms':>6}  {'+p50 ms':>7}  {'RSS MB':>6}  {'@100 conn':>9}"
     lines.append(head)
     for name, row in summary.items():
-        line = f"{name:<18}"
+        line = f"{name:<{width}}"
         for size in sizes:
             mb = row[f"{size}B_mb_s"]
             vs_direct = mb / direct[f"{size}B_mb_s"] if direct else float("nan")
@@ -437,6 +481,10 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "the least work per partition, so the ledger's largest share)")
     parser.add_argument("--ledger-seconds", type=float, default=2.0,
                         help="seconds per target per ledger round (default 2)")
+    parser.add_argument("--loss-watch-pair", action="store_true",
+                        help="also run rackguard-observe with the loss watch off "
+                        f"({WATCH_OFF}, next to it in the alternation) and print the "
+                        "on/off throughput and CPU ratios per round (median, quartiles)")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON here")
     parser.add_argument("--smoke", action="store_true",
                         help="a few seconds in all (checks the benchmark works; figures "
@@ -470,13 +518,18 @@ def main(args: argparse.Namespace) -> int:
     results = run(args)
     summary = summarize(results, args.sizes)
     print(table(summary, args.sizes))
+    watch = loss_watch_ratios(results, args.sizes) if args.loss_watch_pair else {}
+    if watch:
+        print()
+        print(loss_watch_table(watch))
     ledger_summary = results.ledger.summary()
     if ledger_summary:
         print()
         print(ledger_table(ledger_summary))
     if args.json:
         Path(args.json).write_text(json.dumps(
-            {"summary": summary, "samples": [asdict(s) for s in results.samples],
+            {"summary": summary, "loss_watch": watch,
+             "samples": [asdict(s) for s in results.samples],
              "ledger": {"summary": ledger_summary,
                         "samples": [asdict(s) for s in results.ledger.samples]},
              "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},

@@ -32,6 +32,7 @@ from proxy.enforce.dimensions import RackDimensions
 from proxy.enforce.enforcement import EnforcementSettings, RackEnforcer
 from proxy.enforce.metrics import EnforcementMetrics
 from proxy.enforce.policy import RackRule
+from proxy.enforce.recheck import AckRecheck
 from proxy.ledger.recorder import ledger_from_settings
 from proxy.locality.hooks import RackHints
 from proxy.locality.metrics import LocalityMetrics
@@ -194,6 +195,10 @@ class Rackguard:
             lambda: self.poller.refresh_now(configs=True),
         )
         self.server.set_produce_hook(self.enforcer)
+        if settings.ack_recheck_after_ms > 0:  # withdraws acks the shrunk ISR gave
+            self.enforcer.recheck_answers(AckRecheck(
+                settings.ack_recheck_after_ms / 1000, self.store, self.poller.refresh_now,
+                clock, settings.unknown_partition_wait_ms / 1000, registry))
         # The loss watch (None when off): reads every acknowledged Produce answer, checks
         # the leader after leader changes, reports acknowledged records the cluster lost.
         self.loss_watch = loss_watch_from_settings(settings, registry, clock,

@@ -18,7 +18,10 @@ With a decision ledger (proxy.ledger.recorder), every decision is also recorded,
 the broker's answer to forwarded partitions is read for it; the ledger never
 changes an action. With an answer watch (the loss watch, proxy.losswatch), the
 answer of every forwarded acks=1/all request is also handed to the reader it
-gives, in every mode; it never changes an action either.
+gives, in every mode; it never changes an action either. In enforcing mode with an
+acknowledgement recheck (proxy.enforce.recheck), the answer of a request the rule let
+through is checked again when it is slow or its partition is held: a success the rule
+would now refuse becomes NOT_ENOUGH_REPLICAS_AFTER_APPEND.
 
 Invariant: nothing here turns a failed produce into a successful one; a
 rejection is always an error code the client sees for that partition.
@@ -55,10 +58,12 @@ from proxy.enforce.policy import (
     decide,
     decide_known,
 )
+from proxy.enforce.recheck import forwarded_walk
 from proxy.relay.actions import Action, ClientInfo, Forward, Reply
 from proxy.relay.response_queue import AnswerReader, ResponseTransform
 
 if TYPE_CHECKING:
+    from proxy.enforce.recheck import AckRecheck
     from proxy.ledger.recorder import DecisionLedger
 
 log = logging.getLogger("rackguard.enforcement")
@@ -102,6 +107,11 @@ class RackEnforcer:
         self._rule_seen: RackRule | None = None
         self._rule_enabled = False
         self._watch: AnswerWatch | None = None
+        self._recheck: AckRecheck | None = None
+
+    def recheck_answers(self, recheck: AckRecheck) -> None:
+        """In enforcing mode, check forwarded acks=all answers again with ``recheck``."""
+        self._recheck = recheck
 
     def watch_answers(self, watch: AnswerWatch) -> None:
         """Hand the answers of forwarded acks=1/all requests to ``watch``'s readers."""
@@ -211,8 +221,14 @@ class RackEnforcer:
         read = None if self._watch is None else self._watch(client, frame, -1, header, request)
         if observe or not (rejected := [d for d in decisions if d.verdict in REJECTING]):
             transform = self._transform
-            return Forward(frame, True, pending.wrap(transform) if pending else transform,
-                           read=read)
+            transform = pending.wrap(transform) if pending else transform
+            if self._recheck is not None and not observe:
+                transform = self._recheck.wrap(
+                    transform, settings.rule, header.correlation_id,
+                    tuple((d.topic_key, d.partition) for d in decisions),
+                    lambda: request, now, read)
+                read = None
+            return Forward(frame, True, transform, read=read)
         synthetic = {(d.topic_key, d.partition): self._result(d, settings) for d in rejected}
         if len(rejected) == len(decisions):
             return Reply(merge_produce_responses(
@@ -220,7 +236,14 @@ class RackEnforcer:
         keys: set[tuple[TopicKey, int]] = set(synthetic)
         forwarded = drop_partitions(frame, header, request, keys)
         merger = self._merger(header, request, synthetic)
-        return Forward(forwarded, True, pending.wrap(merger) if pending else merger, read=read)
+        transform = pending.wrap(merger) if pending else merger
+        if self._recheck is not None:
+            transform = self._recheck.wrap(
+                transform, settings.rule, header.correlation_id,
+                tuple((d.topic_key, d.partition) for d in decisions if d.verdict
+                      not in REJECTING), forwarded_walk(forwarded), now, read)
+            read = None
+        return Forward(forwarded, True, transform, read=read)
 
     def _merger(
         self,

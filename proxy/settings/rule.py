@@ -57,6 +57,13 @@ class RuleFields(BaseModel):
         description="How long a produce naming a partition the proxy does not know waits "
         "for a metadata refresh",
     )
+    ack_recheck_after_ms: int = Field(
+        default=500,
+        ge=0,
+        description="Enforcing mode: an acks=all answer slower than this is held for a "
+        "metadata refresh, and a success the rule would then refuse becomes "
+        "NOT_ENOUGH_REPLICAS_AFTER_APPEND; 0: off",
+    )
     topic_config_refresh_interval_ms: int = Field(
         default=30_000,
         ge=1_000,
