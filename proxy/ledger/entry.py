@@ -6,8 +6,8 @@ and per partition four integers in one flat list (topic number, partition,
 records, bytes); the decision only for partitions that did not simply pass. Nothing
 the view already holds is copied: the writer thread writes the view and the rule
 when they change (:mod:`proxy.ledger.versions`), and the pipeline joins the two by
-sequence number. The broker's answer is kept as its bytes (one copy) and read on
-the writer thread (:func:`protocol.produce_results.produce_results`).
+sequence number. The broker's answer is kept as its bytes (one copy), written as
+they are, and read by the pipeline (:mod:`pipeline.answers`).
 
 Invariants: an entry holds no reference to the request, its frame or the view
 (only ints, strings and bytes: nothing the garbage collector tracks for long);

@@ -5,9 +5,9 @@ enabled; observe mode included), one :class:`~proxy.ledger.entry.Entry`: the req
 time, number, client, the sequence numbers of the view and the rule it was decided on
 (:mod:`proxy.ledger.versions`), each partition's record count and bytes, the decision
 of partitions that did not simply pass, and, for a request that went upstream, the
-broker's answer (its error codes and base offsets, read on the writer thread) and the
-upstream latency. The writer thread writes the view and the rule when they change
-(snapshot rows) and a tick every ``snapshot_interval_s``. File layout and columns:
+broker's answer (its bytes: the pipeline reads the error codes and base offsets
+from them) and the upstream latency. The writer thread writes the view and the rule
+when they change (snapshot rows) and a tick every ``snapshot_interval_s``. File layout and columns:
 :mod:`proxy.ledger.schema`; files: :mod:`proxy.ledger.files`. ``pipeline/`` reads
 them; the proxy never imports it.
 
@@ -97,10 +97,6 @@ class LedgerMetrics:
             "rackguard_ledger_snapshot_rows_written",
             "Snapshot rows (a changed topic, the brokers, the rule, a tick) written",
             registry=registry)
-        self.response_parse_errors = Counter(
-            "rackguard_ledger_response_parse_errors",
-            "Broker Produce responses the ledger could not read (rows written without the "
-            "broker's code and offset)", registry=registry)
         self.deleted_files = Counter(
             "rackguard_ledger_deleted_files",
             "Closed ledger files deleted to keep within ledger_max_bytes and ledger_max_age",
@@ -382,10 +378,8 @@ class DecisionLedger:
                 rows += entry.rows
                 held += entry.held_bytes
             try:
-                batch, unreadable = decision_batch(entries, self.config.instance_id, self.run)
-                if unreadable:
-                    self.metrics.response_parse_errors.inc(unreadable)
-                self._decisions.write(batch)
+                self._decisions.write(decision_batch(entries, self.config.instance_id,
+                                                     self.run))
             except Exception as exc:  # noqa: BLE001 - a full disk, a write error, a bug
                 self._drop("write_error", rows, text=f"ledger write failed, rows dropped: "
                                                       f"{exc!r}")

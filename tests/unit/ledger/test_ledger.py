@@ -16,14 +16,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from prometheus_client import CollectorRegistry
 
 from benchmarks.produce_frames import kp_response
+from pipeline.answers import fill_answers
 from protocol.headers import parse_request_header
 from proxy.enforce.enforcement import RackEnforcer
 from proxy.enforce.metrics import EnforcementMetrics
 from proxy.enforce.policy import RackRule
+from proxy.ledger.files import read_stream
 from proxy.ledger.recorder import DecisionLedger, LedgerConfig
 from proxy.ledger.schema import OBSERVED, REJECTED
 from proxy.relay.actions import Forward, Reply
@@ -181,10 +184,12 @@ def test_unparsable_broker_answer_is_counted_and_still_handed_on(tmp_path: Path)
     assert isinstance(action, Forward) and action.transform is not None
     garbage = b"\x00\x00\x00\x06\x00\x00\x10\x92\xff\xff"
     assert action.transform(memoryview(garbage), 9) == memoryview(garbage)
-    assert registry.get_sample_value("rackguard_ledger_response_parse_errors_total") == 0
-    row = written(ledger)[("orders", 0)]  # parsed by the writer, not on the loop
-    assert registry.get_sample_value("rackguard_ledger_response_parse_errors_total") == 1
+    row = written(ledger)[("orders", 0)]  # kept as bytes, read by the pipeline
     assert (row["broker_error"], row["base_offset"]) == (None, None)
+    assert dropped(registry, "record_error") == dropped(registry, "write_error") == 0
+    (path,) = ledger.decision_files
+    raw = pq.read_table(path) if path.suffix == ".parquet" else read_stream(path)
+    assert raw is not None and fill_answers(raw)[1] == 1  # the unreadable answer is counted
 
 
 def test_full_queue_drops_and_counts_never_blocks(tmp_path: Path) -> None:
