@@ -128,12 +128,15 @@ def bytes_per_write(requests: int, partitions: int) -> tuple[float, int]:
         offsets = [rnd.randrange(10**9) for _ in range(partitions)]
         for i in range(requests):
             topic = rnd.randrange(20)
-            parts: list[int] = []
+            parts: tuple[list[int], list[int], list[int], list[int]] = ([], [], [], [])
             errors = []
             for j in range(partitions):
                 p = (topic * 7 + j) % 60
                 records = rnd.randint(1, 20)
-                parts.extend((0, p, records, 100 + records * rnd.randint(80, 400)))
+                for column, value in zip(parts, (0, p, records,
+                                                 100 + records * rnd.randint(80, 400)),
+                                         strict=True):
+                    column.append(value)
                 errors.append((p, offsets[p % partitions]))
                 offsets[p % partitions] += records
             entry = Entry(1.7e9 + i / 5000 + rnd.random() * 1e-4, i + 1, f"app-{i % 30}",

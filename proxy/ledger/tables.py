@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import accumulate, chain
+from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
 
-from proxy.ledger.entry import FIELDS_PER_PARTITION, Entry
+from proxy.ledger.entry import Entry, Parts
 from proxy.ledger.schema import DECISION_COLUMNS, SNAPSHOT_COLUMNS
 
 
@@ -42,7 +43,9 @@ _ERRORS = DECISION_SCHEMA.field("error").type
 _OFFSETS = DECISION_SCHEMA.field("base_offset").type
 
 
-def _lists(offsets: pa.Array, values: list[int], kind: pa.DataType) -> pa.Array:
+def _column(parts: list[Parts], field: int, offsets: pa.Array, kind: pa.DataType
+            ) -> pa.Array:
+    values = list(chain.from_iterable(map(itemgetter(field), parts)))
     return pa.ListArray.from_arrays(offsets, pa.array(values, kind))
 
 
@@ -50,9 +53,8 @@ def decision_batch(entries: Sequence[Entry], instance: str, run: int) -> pa.Reco
     """The entries as one record batch: a few passes over the entries, each in C where
     it can be (the broker's answers are kept as their bytes, read by the pipeline)."""
     n = len(entries)
-    flat: list[int] = list(chain.from_iterable([e.parts for e in entries]))
-    offsets = pa.array([0, *accumulate([len(e.parts) // FIELDS_PER_PARTITION
-                                        for e in entries])], pa.int32())
+    parts = [e.parts for e in entries]
+    offsets = pa.array([0, *accumulate([len(p[1]) for p in parts])], pa.int32())
     np_index: list[list[int] | None] = [None] * n
     np_decision: list[list[str] | None] = [None] * n
     np_reason: list[list[str] | None] = [None] * n
@@ -76,10 +78,10 @@ def decision_batch(entries: Sequence[Entry], instance: str, run: int) -> pa.Reco
         pa.array([e.rule_seq for e in entries], pa.int64()),
         pa.array([e.latency_ms for e in entries], pa.float32()),
         pa.array([e.topics for e in entries], _STRINGS),
-        _lists(offsets, flat[0::4], pa.int8()),
-        _lists(offsets, flat[1::4], pa.int32()),
-        _lists(offsets, flat[2::4], pa.int32()),
-        _lists(offsets, flat[3::4], pa.int32()),
+        _column(parts, 0, offsets, pa.int8()),
+        _column(parts, 1, offsets, pa.int32()),
+        _column(parts, 2, offsets, pa.int32()),
+        _column(parts, 3, offsets, pa.int32()),
         pa.array([e.topic_ids for e in entries], _BINARIES),
         pa.array([e.answer for e in entries], pa.binary()),
         pa.nulls(n, _ERRORS),
