@@ -11,7 +11,7 @@ they are, and read by the pipeline (:mod:`pipeline.answers`).
 
 Invariants: an entry holds no reference to the request, its frame or the view
 (only ints, strings and bytes: nothing the garbage collector tracks for long);
-:class:`AnswerHook` calls the wrapped transform whatever the ledger does, so a
+:meth:`Entry.__call__` calls the wrapped transform whatever the ledger does, so a
 ledger failure never reaches the client's connection.
 """
 
@@ -34,15 +34,22 @@ NotPassed = tuple[int, str, str, int | None]
 
 class Entry:
     """One recorded request. ``answer`` and ``latency_ms`` are set when the broker answers
-    (left None when the proxy answered every partition itself)."""
+    (left None when the proxy answered every partition itself).
+
+    It is also the response transform of a recorded request that went upstream
+    (:meth:`wrap`): called with the broker's answer, it hands the answer to ``complete``
+    (the ledger's, which never raises), then runs the wrapped transform, always. One
+    object per request: the hook costs no second allocation on the loop."""
 
     __slots__ = ("wall", "req", "client_id", "peer", "api_version", "view_seq", "rule_seq",
-                 "topics", "topic_ids", "parts", "not_passed", "answer", "latency_ms")
+                 "topics", "topic_ids", "parts", "not_passed", "answer", "latency_ms", "rows",
+                 "sent_at", "complete", "_transform")
 
     def __init__(self, wall: float, req: int, client_id: str | None, peer: str,
                  api_version: int, view_seq: int, rule_seq: int, topics: tuple[str, ...],
                  topic_ids: tuple[bytes, ...] | None, parts: Parts,
-                 not_passed: list[NotPassed] | None) -> None:
+                 not_passed: list[NotPassed] | None, sent_at: float = 0.0,
+                 complete: Callable[[Entry, memoryview], None] | None = None) -> None:
         self.wall = wall
         self.req = req
         self.client_id = client_id
@@ -56,16 +63,27 @@ class Entry:
         self.not_passed = not_passed
         self.answer: bytes | None = None
         self.latency_ms: float | None = None
-
-    @property
-    def rows(self) -> int:
+        self.rows = len(parts[1])
         """Partition-writes recorded (the unit of the queue bound and the drop counter)."""
-        return len(self.parts[1])
+        self.sent_at = sent_at
+        self.complete = complete
+        self._transform: ResponseTransform | None = None
 
     @property
     def held_bytes(self) -> int:
-        return 32 * len(self.parts[1]) + (len(self.answer) if self.answer is not None
-                                          else 0) + 200
+        return 32 * self.rows + (len(self.answer) if self.answer is not None else 0) + 200
+
+    def wrap(self, transform: ResponseTransform) -> ResponseTransform:
+        self._transform = transform
+        return self
+
+    def __call__(self, frame: memoryview, version: int) -> object:
+        complete = self.complete
+        if complete is not None:
+            complete(self, frame)  # never raises (DecisionLedger.complete)
+        transform = self._transform
+        assert transform is not None
+        return transform(frame, version)
 
 
 def partitions_of(request: ProduceRequest, frame: Buffer, view: ClusterView
@@ -126,28 +144,3 @@ def not_passed(decisions: Sequence[Decision], observe: bool, dedicated_code: int
         else:
             out.append((i, FORWARDED, verdict.value, None))
     return out
-
-
-class AnswerHook:
-    """The response transform of a recorded request that went upstream: it hands the
-    broker's answer to the ledger, then runs the wrapped transform, always (one object
-    per request, its own transform)."""
-
-    __slots__ = ("entry", "sent_at", "complete", "_transform")
-
-    def __init__(self, entry: Entry, sent_at: float,
-                 complete: Callable[[Entry, float, memoryview], None]) -> None:
-        self.entry = entry
-        self.sent_at = sent_at
-        self.complete = complete  # never raises (DecisionLedger.complete)
-        self._transform: ResponseTransform | None = None
-
-    def wrap(self, transform: ResponseTransform) -> ResponseTransform:
-        self._transform = transform
-        return self
-
-    def __call__(self, frame: memoryview, version: int) -> object:
-        self.complete(self.entry, self.sent_at, frame)
-        transform = self._transform
-        assert transform is not None
-        return transform(frame, version)

@@ -44,7 +44,7 @@ from protocol.headers import RequestHeader
 from protocol.produce import ProduceRequest
 from proxy.cluster.view import ClusterView
 from proxy.enforce.policy import Decision, RackRule
-from proxy.ledger.entry import AnswerHook, Entry, not_passed, partitions_of
+from proxy.ledger.entry import Entry, not_passed, partitions_of
 from proxy.ledger.schema import (
     DECISION_FILE_PREFIX,
     REJECTED,
@@ -167,9 +167,10 @@ class DecisionLedger:
         observe: bool,
         dedicated_code: int | None,
         now: float,
-    ) -> AnswerHook | None:
-        """Record one decided request. Returns the hook that completes it from the broker's
-        answer when some partition goes upstream (None otherwise, or on any failure)."""
+    ) -> Entry | None:
+        """Record one decided request. Returns its entry, the hook that completes it from
+        the broker's answer, when some partition goes upstream (None otherwise, or on any
+        failure)."""
         try:
             if not self._writer_up:
                 self._drop("writer_down", len(decisions))
@@ -181,20 +182,21 @@ class DecisionLedger:
             topics, ids, parts = partitions_of(request, frame, view)
             rejected = not_passed(decisions, observe, dedicated_code)
             entry = Entry(wall, next(self._requests), header.client_id, client.peer,
-                          header.api_version, view_seq, rule_seq, topics, ids, parts, rejected)
-            refused = 0 if rejected is None else sum(1 for r in rejected if r[1] == REJECTED)
-            if refused == entry.rows:
+                          header.api_version, view_seq, rule_seq, topics, ids, parts, rejected,
+                          now, self.complete)
+            if rejected is not None and sum(1 for r in rejected if r[1] == REJECTED
+                                            ) == entry.rows:
                 self._enqueue(entry)
                 return None
-            return AnswerHook(entry, now, self.complete)
+            return entry
         except Exception:  # noqa: BLE001 - never into the data path
             self._drop("record_error", len(decisions), exc_info=True)
             return None
 
-    def complete(self, entry: Entry, sent_at: float, frame: memoryview) -> None:
+    def complete(self, entry: Entry, frame: memoryview) -> None:
         """The broker answered the entry's forwarded partitions (never raises)."""
         try:
-            entry.latency_ms = (self.clock() - sent_at) * 1000
+            entry.latency_ms = (self.clock() - entry.sent_at) * 1000
             entry.answer = bytes(frame)
             self._enqueue(entry)
         except Exception:  # noqa: BLE001 - never into the data path
