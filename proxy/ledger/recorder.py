@@ -44,7 +44,7 @@ from protocol.headers import RequestHeader
 from protocol.produce import ProduceRequest
 from proxy.cluster.view import ClusterView
 from proxy.enforce.policy import Decision, RackRule
-from proxy.ledger.entry import Entry, not_passed, partitions_of
+from proxy.ledger.entry import HELD, ROWS, Entry, Row, not_passed, partitions_of
 from proxy.ledger.schema import (
     DECISION_FILE_PREFIX,
     REJECTED,
@@ -140,7 +140,7 @@ class DecisionLedger:
         self.run = time.time_ns() // 1000 ^ os.getpid()
         self._versions = Versions()
         self._differ = SnapshotDiffer(config.instance_id, self.run)
-        self._queue: collections.deque[Entry] = collections.deque()
+        self._queue: collections.deque[Row] = collections.deque()
         self._rows_in = self._rows_out = 0  # written by the loop, by the writer
         self._bytes_in = self._bytes_out = 0
         self._requests = itertools.count(1)
@@ -203,15 +203,16 @@ class DecisionLedger:
             self._drop("record_error", entry.rows, exc_info=True)
 
     def _enqueue(self, entry: Entry) -> None:
-        rows = entry.rows
+        row = entry.row()
+        rows = row[ROWS]
         config = self.config
         if (self._rows_in - self._rows_out + rows > config.queue_size
                 or self._bytes_in - self._bytes_out > config.queue_bytes):
             self._drop("queue_full", rows)
             return
         self._rows_in += rows
-        self._bytes_in += entry.held_bytes
-        self._queue.append(entry)
+        self._bytes_in += row[HELD]
+        self._queue.append(row)
 
     def seal(self) -> None:
         """Kept for callers of the former chunked encoder: entries are queued as they
@@ -371,14 +372,14 @@ class DecisionLedger:
         queue = self._queue
         written = 0
         while queue and limit > 0 and self._decisions is not None:
-            entries: list[Entry] = []
+            entries: list[Row] = []
             rows = held = 0
             while queue and limit > 0 and len(entries) < _BATCH_ENTRIES:
                 limit -= 1
                 entry = queue.popleft()
                 entries.append(entry)
-                rows += entry.rows
-                held += entry.held_bytes
+                rows += entry[ROWS]
+                held += entry[HELD]
             try:
                 self._decisions.write(decision_batch(entries, self.config.instance_id,
                                                      self.run))

@@ -18,7 +18,26 @@ from typing import Any
 
 import pyarrow as pa
 
-from proxy.ledger.entry import Entry, Parts
+from proxy.ledger.entry import (
+    ANSWER,
+    API_VERSION,
+    BYTES,
+    CLIENT_ID,
+    LATENCY_MS,
+    NOT_PASSED,
+    PARTITION,
+    PEER,
+    RECORDS,
+    REQ,
+    ROWS,
+    RULE_SEQ,
+    TOPIC_IDS,
+    TOPIC_NO,
+    TOPICS,
+    VIEW_SEQ,
+    WALL,
+    Row,
+)
 from proxy.ledger.schema import DECISION_COLUMNS, SNAPSHOT_COLUMNS
 
 
@@ -43,47 +62,49 @@ _ERRORS = DECISION_SCHEMA.field("error").type
 _OFFSETS = DECISION_SCHEMA.field("base_offset").type
 
 
-def _column(parts: list[Parts], field: int, offsets: pa.Array, kind: pa.DataType
+def _column(entries: Sequence[Row], field: int, offsets: pa.Array, kind: pa.DataType
             ) -> pa.Array:
-    values = list(chain.from_iterable(map(itemgetter(field), parts)))
+    values = list(chain.from_iterable(map(itemgetter(field), entries)))
     return pa.ListArray.from_arrays(offsets, pa.array(values, kind))
 
 
-def decision_batch(entries: Sequence[Entry], instance: str, run: int) -> pa.RecordBatch:
-    """The entries as one record batch: a few passes over the entries, each in C where
-    it can be (the broker's answers are kept as their bytes, read by the pipeline)."""
+def _field(entries: Sequence[Row], field: int) -> list[Any]:
+    return list(map(itemgetter(field), entries))
+
+
+def decision_batch(entries: Sequence[Row], instance: str, run: int) -> pa.RecordBatch:
+    """The entries (:meth:`Entry.row`) as one record batch: a few passes over them, each in C
+    where it can be (the broker's answers are kept as their bytes, read by the pipeline)."""
     n = len(entries)
-    parts = [e.parts for e in entries]
-    offsets = pa.array([0, *accumulate([len(p[1]) for p in parts])], pa.int32())
+    offsets = pa.array([0, *accumulate(_field(entries, ROWS))], pa.int32())
     np_index: list[list[int] | None] = [None] * n
     np_decision: list[list[str] | None] = [None] * n
     np_reason: list[list[str] | None] = [None] * n
     np_code: list[list[int | None] | None] = [None] * n
-    for i, e in enumerate(entries):
-        np = e.not_passed
+    for i, np in enumerate(_field(entries, NOT_PASSED)):
         if np is not None:  # the rare request where some partition did not simply pass
             np_index[i] = [x[0] for x in np]
             np_decision[i] = [x[1] for x in np]
             np_reason[i] = [x[2] for x in np]
             np_code[i] = [x[3] for x in np]
     columns: list[Any] = [
-        pa.array([e.wall for e in entries], pa.float64()),
+        pa.array(_field(entries, WALL), pa.float64()),
         pa.array([instance] * n, pa.string()),
         pa.array([run] * n, pa.int64()),
-        pa.array([e.req for e in entries], pa.int64()),
-        pa.array([e.client_id for e in entries], pa.string()),
-        pa.array([e.peer for e in entries], pa.string()),
-        pa.array([e.api_version for e in entries], pa.int16()),
-        pa.array([e.view_seq for e in entries], pa.int64()),
-        pa.array([e.rule_seq for e in entries], pa.int64()),
-        pa.array([e.latency_ms for e in entries], pa.float32()),
-        pa.array([e.topics for e in entries], _STRINGS),
-        _column(parts, 0, offsets, pa.int8()),
-        _column(parts, 1, offsets, pa.int32()),
-        _column(parts, 2, offsets, pa.int32()),
-        _column(parts, 3, offsets, pa.int32()),
-        pa.array([e.topic_ids for e in entries], _BINARIES),
-        pa.array([e.answer for e in entries], pa.binary()),
+        pa.array(_field(entries, REQ), pa.int64()),
+        pa.array(_field(entries, CLIENT_ID), pa.string()),
+        pa.array(_field(entries, PEER), pa.string()),
+        pa.array(_field(entries, API_VERSION), pa.int16()),
+        pa.array(_field(entries, VIEW_SEQ), pa.int64()),
+        pa.array(_field(entries, RULE_SEQ), pa.int64()),
+        pa.array(_field(entries, LATENCY_MS), pa.float32()),
+        pa.array(_field(entries, TOPICS), _STRINGS),
+        _column(entries, TOPIC_NO, offsets, pa.int8()),
+        _column(entries, PARTITION, offsets, pa.int32()),
+        _column(entries, RECORDS, offsets, pa.int32()),
+        _column(entries, BYTES, offsets, pa.int32()),
+        pa.array(_field(entries, TOPIC_IDS), _BINARIES),
+        pa.array(_field(entries, ANSWER), pa.binary()),
         pa.nulls(n, _ERRORS),
         pa.nulls(n, _OFFSETS),
         pa.array(np_index, _INT32S),
