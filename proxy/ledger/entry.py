@@ -2,7 +2,7 @@
 
 Per request, not per partition: the time, the request's number, the client, the
 sequence numbers of the view and the rule it was decided on, the topic names once,
-and per partition four integers in parallel lists (topic number, partition,
+and per partition four integers in parallel tuples (topic number, partition,
 records, bytes); the decision only for partitions that did not simply pass. Nothing
 the view already holds is copied: the writer thread writes the view and the rule
 when they change (:mod:`proxy.ledger.versions`), and the pipeline joins the two by
@@ -27,8 +27,8 @@ from proxy.enforce.policy import NOT_ENOUGH_REPLICAS, Decision, Verdict
 from proxy.ledger.schema import FORWARDED, OBSERVED, REJECTED
 from proxy.relay.response_queue import ResponseTransform
 
-Parts = tuple[list[int], list[int], list[int], list[int]]
-"""Per partition, in parallel lists: topic number, partition, records, bytes."""
+Parts = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+"""Per partition, in parallel tuples: topic number, partition, records, bytes."""
 NotPassed = tuple[int, str, str, int | None]
 """(position among the request's partitions, decision, reason, the proxy's error code)."""
 Row = tuple[Any, ...]
@@ -84,8 +84,7 @@ class Entry:
         answer = self.answer
         rows = self.rows
         return (self.wall, self.req, self.client_id, self.peer, self.api_version,
-                self.view_seq, self.rule_seq, self.topics, self.topic_ids, tuple(parts[0]),
-                tuple(parts[1]), tuple(parts[2]), tuple(parts[3]),
+                self.view_seq, self.rule_seq, self.topics, self.topic_ids, *parts,
                 tuple(np) if np is not None else None, answer, self.latency_ms, rows,
                 32 * rows + (len(answer) if answer is not None else 0) + 200)
 
@@ -105,7 +104,7 @@ class Entry:
 def partitions_of(request: ProduceRequest, frame: Buffer, view: ClusterView
                   ) -> tuple[tuple[str, ...], tuple[bytes, ...] | None, Parts]:
     """The request's topic names, its topic ids (v13+; else None) and its partitions as
-    four parallel lists (a few comprehensions per topic, no per-partition call)."""
+    four parallel tuples (a few comprehensions per topic, no per-partition call)."""
     topics = request.topics
     names: list[str] = []
     ids: list[bytes] | None = None
@@ -135,7 +134,7 @@ def partitions_of(request: ProduceRequest, frame: Buffer, view: ClusterView
         records += record_counts(frame, spans)  # -1: unreadable (the broker judges it)
         nbytes += [s[1] - s[0] if s is not None else 0 for s in spans]
     return (tuple(names), tuple(ids) if ids is not None else None,
-            (topic_no, partition, records, nbytes))
+            (tuple(topic_no), tuple(partition), tuple(records), tuple(nbytes)))
 
 
 def not_passed(decisions: Sequence[Decision], observe: bool, dedicated_code: int | None
