@@ -106,6 +106,12 @@ def partitions_of(request: ProduceRequest, frame: Buffer, view: ClusterView
     """The request's topic names, its topic ids (v13+; else None) and its partitions as
     four parallel tuples (a few comprehensions per topic, no per-partition call)."""
     topics = request.topics
+    if len(topics) == 1 and topics[0].name is not None and len(topics[0].partitions) == 1:
+        # one partition of one topic (librdkafka's usual request): no lists to build
+        part = topics[0].partitions[0]
+        span = part.records
+        return ((topics[0].name,), None, ((0,), (part.index,), tuple(record_counts(frame, (
+            span,))), (span[1] - span[0] if span is not None else 0,)))
     names: list[str] = []
     ids: list[bytes] | None = None
     topic_no: list[int] = []
@@ -121,7 +127,7 @@ def partitions_of(request: ProduceRequest, frame: Buffer, view: ClusterView
             ids.append(tid)
         names.append(name)
         ps = topic.partitions
-        if len(ps) == 1:  # (librdkafka's usual request: no comprehension to set up)
+        if len(ps) == 1:  # (no comprehension to set up)
             span = ps[0].records
             topic_no.append(number)
             partition.append(ps[0].index)
