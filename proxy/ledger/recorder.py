@@ -14,7 +14,8 @@ them; the proxy never imports it.
 Invariants:
 - the event loop never blocks on the ledger and does O(partitions) integer work per
   request (no encoding, no I/O, no per-view copy); the writer thread (pyarrow,
-  imported there) does the rest every ``flush_interval_s``;
+  imported there) does the rest every ``flush_interval_s`` (sooner when half the queue
+  bound is used: large batches, since a flush's cost is mostly fixed);
 - the queue is bounded in partition-writes (``queue_size``) and in the bytes it
   holds (``queue_bytes``); beyond either, rows are dropped, never waited for;
 - nothing the ledger does can fail a client's request: :meth:`DecisionLedger.record`
@@ -76,7 +77,7 @@ class LedgerConfig:
     queue_size: int = 100_000  # partition-writes
     queue_bytes: int = 64 * 1024 * 1024  # held by queued entries (mostly broker answers)
     snapshot_interval_s: float = 30.0
-    flush_interval_s: float = 0.2
+    flush_interval_s: float = 1.0
     max_bytes: int | None = None  # this instance's files in the directory, in total
     max_age_s: float | None = None
 
@@ -145,6 +146,7 @@ class DecisionLedger:
         self._bytes_in = self._bytes_out = 0
         self._requests = itertools.count(1)
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by the loop when half the queue bound is used
         self._thread: threading.Thread | None = None
         self._writer_up = True
         self._decisions: StreamFiles | None = None
@@ -213,6 +215,9 @@ class DecisionLedger:
         self._rows_in += rows
         self._bytes_in += row[HELD]
         self._queue.append(row)
+        if (self._rows_in - self._rows_out) * 2 > config.queue_size \
+                and not self._wake.is_set():  # flush early rather than drop
+            self._wake.set()
 
     def seal(self) -> None:
         """Kept for callers of the former chunked encoder: entries are queued as they
@@ -229,6 +234,7 @@ class DecisionLedger:
         """Write what is queued, a last tick, and close the files into Parquet (in the
         writer thread if it runs, else here)."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
@@ -302,7 +308,8 @@ class DecisionLedger:
                 self._iteration(final=stopping)
                 if stopping:
                     break
-                self._stop.wait(self.config.flush_interval_s)
+                self._wake.wait(self.config.flush_interval_s)
+                self._wake.clear()
         except Exception:  # noqa: BLE001 - the ledger must never take the proxy down
             self._writer_up = False
             log.exception("ledger writer thread failed; no further rows are written")

@@ -307,6 +307,31 @@ def test_writer_thread_writes_and_closes_files_into_parquet(tmp_path: Path) -> N
     assert registry.get_sample_value("rackguard_ledger_bytes") > 0
 
 
+def test_writer_flushes_early_when_half_the_queue_bound_is_used(tmp_path: Path) -> None:
+    play = Playbook()
+    ledger, registry = ledger_for(play, tmp_path, flush_interval_s=3600, queue_size=8,
+                                  snapshot_interval_s=3600)
+    ledger.start()
+    try:
+        deadline = time.monotonic() + 10
+        while registry.get_sample_value("rackguard_ledger_snapshot_rows_written_total") is None \
+                or not ledger.decision_files and not ledger.snapshot_files:
+            assert time.monotonic() < deadline, "the writer did not start"
+            time.sleep(0.01)
+        for _ in range(3):  # 3 rows: under half the bound, nothing is written
+            play(produce(9, [("audit", [0])]), 9)
+        time.sleep(0.2)
+        assert not registry.get_sample_value("rackguard_ledger_rows_written_total")
+        for _ in range(2):  # 5 of 8: the writer is woken, an hour before its interval
+            play(produce(9, [("audit", [0])]), 9)
+        while registry.get_sample_value("rackguard_ledger_rows_written_total") != 5:
+            assert time.monotonic() < deadline, "no early flush"
+            time.sleep(0.01)
+        assert dropped(registry, "queue_full") == 0
+    finally:
+        ledger.stop()
+
+
 def test_the_serving_path_does_not_import_pyarrow() -> None:
     import subprocess
     import sys
