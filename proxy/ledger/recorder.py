@@ -308,7 +308,11 @@ class DecisionLedger:
                 self._iteration(final=stopping)
                 if stopping:
                     break
-                self._wake.wait(self.config.flush_interval_s)
+                # the next flush, or the next tick when sooner (ticks keep their interval;
+                # one still due was not written: no view yet)
+                wait = self.config.flush_interval_s
+                until_tick = self._next_tick - self.clock()
+                self._wake.wait(until_tick if 0 < until_tick < wait else wait)
                 self._wake.clear()
         except Exception:  # noqa: BLE001 - the ledger must never take the proxy down
             self._writer_up = False
