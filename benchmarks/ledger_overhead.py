@@ -128,17 +128,22 @@ def bytes_per_write(requests: int, partitions: int) -> tuple[float, int]:
         offsets = [rnd.randrange(10**9) for _ in range(partitions)]
         for i in range(requests):
             topic = rnd.randrange(20)
-            parts: list[int] = []
+            parts: list[list[int]] = [[], [], [], []]
             errors = []
             for j in range(partitions):
                 p = (topic * 7 + j) % 60
                 records = rnd.randint(1, 20)
-                parts.extend((0, p, records, 100 + records * rnd.randint(80, 400)))
+                for column, value in zip(parts, (0, p, records,
+                                                 100 + records * rnd.randint(80, 400)),
+                                         strict=True):
+                    column.append(value)
                 errors.append((p, offsets[p % partitions]))
                 offsets[p % partitions] += records
             entry = Entry(1.7e9 + i / 5000 + rnd.random() * 1e-4, i + 1, f"app-{i % 30}",
                           f"10.0.{i % 7}.{i % 200}:{40000 + i % 300}", 9, 1 + i // 100_000,
-                          1, (f"topic-{topic}",), None, parts, None)
+                          1, (f"topic-{topic}",), None,
+                          (tuple(parts[0]), tuple(parts[1]), tuple(parts[2]), tuple(parts[3])),
+                          None)
             entry.answer = kp_response(9, [(f"topic-{topic}", [
                 {"index": p, "error_code": 0, "base_offset": o} for p, o in errors])],
                 correlation_id=i)

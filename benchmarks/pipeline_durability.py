@@ -4,7 +4,8 @@
 
 Writes N partition-writes (4 instances, 50 topics x 12 partitions, 24 hours, a
 mix of forwarded / rejected / observed rows and rack counts) as schema 3 decision
-files, requests of 1 to 50 partitions each (mostly 10 to 50), each naming one of
+files (with the broker's answers as bytes, as the proxy writes them), requests of
+1 to 50 partitions each (mostly 10 to 50), each naming one of
 48 views per instance (one every 30 minutes, each with its own ISRs), plus the
 views, the rule and a tick every 30 s of the same period (proxy-0's), into a
 temporary ledger directory; then times the durability report (read, join by
@@ -30,6 +31,11 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from pipeline.jobs import make_report, write_report  # noqa: E402
 from pipeline.session import build_session  # noqa: E402
+from protocol.produce_response import (  # noqa: E402
+    PartitionResult,
+    TopicResult,
+    build_produce_response,
+)
 from proxy.ledger.tables import DECISION_SCHEMA, SNAPSHOT_SCHEMA  # noqa: E402
 
 T0 = 1_700_000_000.0
@@ -82,16 +88,19 @@ def generate(directory: Path, rows: int, seed: int = 7) -> int:
             topic = rnd.randrange(TOPICS)
             parts = [(k % PARTITIONS) for k in range(first, stop)]
             np_index, np_decision, np_code = [], [], []
-            errors: list[int | None] = []
+            forwarded: list[PartitionResult] = []
             for i, p in enumerate(parts):
+                rejected = False
                 if isr_racks(view, topic, p) == 1:
                     rejected = rnd.random() < 0.8
                     np_index.append(i)
                     np_decision.append("rejected" if rejected else "observed-would-reject")
                     np_code.append(19 if rejected else None)
-                    errors.append(None if rejected else 0)
-                else:
-                    errors.append(0)
+                if not rejected:
+                    forwarded.append(PartitionResult(p, 0, first + i))
+            # the broker's answer as the proxy keeps it (the report reads it)
+            answer = build_produce_response(9, req, (TopicResult(f"topic-{topic}", tuple(
+                forwarded)),)) if forwarded else None
             requests.append({
                 "ts": ts, "instance": f"proxy-{instance}", "run": 1, "req": req // INSTANCES,
                 "client_id": f"app-{req % 20}", "client_addr": f"10.0.0.{req % 250}:4000",
@@ -99,8 +108,7 @@ def generate(directory: Path, rows: int, seed: int = 7) -> int:
                 "latency_ms": 1 + rnd.random() * 5, "topics": [f"topic-{topic}"],
                 "topic_no": [0] * len(parts), "partition": parts,
                 "records": [1 + k % 10 for k in range(first, stop)],
-                "bytes": [200 + k % 4000 for k in range(first, stop)], "error": errors,
-                "base_offset": list(range(first, stop)),
+                "bytes": [200 + k % 4000 for k in range(first, stop)], "answer": answer,
                 "np_index": np_index or None, "np_decision": np_decision or None,
                 "np_reason": ["NOT_ENOUGH_RACKS"] * len(np_index) or None,
                 "np_code": np_code or None})

@@ -16,6 +16,9 @@ read, one per partition-write, with the columns the reports have always had:
 Files are typed (Parquet; a file still being written, or left by a crash, is an Arrow
 IPC stream whose complete batches are read): there is no parsing, so no malformed
 row; the ``malformed`` column stays for the reports' summaries and is always false.
+The broker's answers, which the proxy keeps as bytes, are read here per decisions
+file before Spark reads it (:mod:`pipeline.answers`; the file is rewritten into a
+scratch directory with its ``error`` and ``base_offset`` filled in).
 Files of the JSON ledger (schemas 1 and 2) are not read.
 
 Invariant: the joins are keyed by the few distinct (instance, run, topic, view_seq)
@@ -32,6 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -49,6 +54,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from pipeline.answers import DROPPED, fill_answers
 from proxy.ledger.schema import (
     BROKERS,
     CLOSED_SUFFIX,
@@ -84,7 +90,7 @@ def spark_schema(columns: Sequence[tuple[str, str]]) -> StructType:
     return StructType([StructField(n, spark_type(t)) for n, t in columns])
 
 
-RAW_DECISIONS = spark_schema(DECISION_COLUMNS)
+RAW_DECISIONS = spark_schema([c for c in DECISION_COLUMNS if c[0] not in DROPPED])
 RAW_SNAPSHOTS = spark_schema(SNAPSHOT_COLUMNS)
 
 DECISION_SCHEMA = StructType([
@@ -171,12 +177,16 @@ def ledger_files(paths: Sequence[str | Path], prefix: str) -> list[Path]:
 _scratch: list[str] = []
 
 
-def _stream_as_parquet(path: Path) -> str | None:
-    """The complete batches of an open (or crashed) Arrow stream, as a Parquet file in a
-    scratch directory removed at exit; None when it holds no complete batch."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+def _scratch_file(stem: str) -> Path:
+    if not _scratch:
+        _scratch.append(tempfile.mkdtemp(prefix="rackguard-ledger-"))
+        atexit.register(shutil.rmtree, _scratch[0], True)
+    return Path(_scratch[0]) / f"{len(list(Path(_scratch[0]).iterdir()))}-{stem}.parquet"
 
+
+def _stream_table(path: Path) -> pa.Table | None:
+    """The complete batches of an open (or crashed) Arrow stream; None when it holds no
+    complete batch."""
     batches = []
     try:
         with pa.OSFile(str(path), "rb") as source:
@@ -193,16 +203,28 @@ def _stream_as_parquet(path: Path) -> str | None:
         return None
     if not batches:
         return None
-    if not _scratch:
-        _scratch.append(tempfile.mkdtemp(prefix="rackguard-ledger-"))
-        atexit.register(shutil.rmtree, _scratch[0], True)
-    target = Path(_scratch[0]) / f"{len(list(Path(_scratch[0]).iterdir()))}-{path.stem}.parquet"
-    pq.write_table(pa.Table.from_batches(batches, schema=schema), str(target))
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def _readable(path: Path, decisions: bool) -> str | None:
+    """A Parquet file Spark reads for a ledger file: the file itself, or (an open stream;
+    decisions, whose broker answers are read here first) one in a scratch directory
+    removed at exit."""
+    if path.suffix == CLOSED_SUFFIX and not decisions:
+        return str(path)
+    table = pq.read_table(str(path)) if path.suffix == CLOSED_SUFFIX else _stream_table(path)
+    if table is None:
+        return None
+    if decisions:
+        table, _unreadable = fill_answers(table)
+    target = _scratch_file(path.stem)
+    pq.write_table(table, str(target), compression="none")
     return str(target)
 
 
-def _read(spark: SparkSession, files: list[Path], schema: StructType) -> DataFrame:
-    readable = [str(p) if p.suffix == CLOSED_SUFFIX else _stream_as_parquet(p) for p in files]
+def _read(spark: SparkSession, files: list[Path], schema: StructType,
+          decisions: bool = False) -> DataFrame:
+    readable = [_readable(p, decisions) for p in files]
     names = [p for p in readable if p is not None]
     if not names:
         return spark.createDataFrame([], schema)
@@ -340,7 +362,7 @@ def read_ledger(spark: SparkSession, paths: Sequence[str | Path]) -> Ledger:
     dfiles = ledger_files(paths, DECISION_FILE_PREFIX)
     sfiles = ledger_files(paths, SNAPSHOT_FILE_PREFIX)
     raw_snaps = _read(spark, sfiles, RAW_SNAPSHOTS).cache()
-    decisions = _decision_rows(_read(spark, dfiles, RAW_DECISIONS), raw_snaps)
+    decisions = _decision_rows(_read(spark, dfiles, RAW_DECISIONS, decisions=True), raw_snaps)
     snapshots = _snapshot_rows(raw_snaps)
     return Ledger(decisions.withColumn("malformed", F.lit(False)).cache(),
                   snapshots.withColumn("malformed", F.lit(False)).cache(),

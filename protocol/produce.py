@@ -29,6 +29,7 @@ from protocol.produce_request import (
     peek_produce_acks,
     producer_info,
     record_count,
+    record_counts,
     walk_produce_request,
 )
 from protocol.produce_response import (
@@ -69,6 +70,7 @@ __all__ = [
     "produce_response_endpoints",
     "producer_info",
     "record_count",
+    "record_counts",
     "rewrite_produce_response_endpoints",
     "rewrite_produce_response_endpoints_seen",
     "walk_produce_request",

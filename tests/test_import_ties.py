@@ -2,7 +2,8 @@
 
 - ``rackguard serve`` loads no tool: not the benchmarks, the demo, the simulator, the
   pipeline or pyspark (checked in a fresh interpreter, as the command runs);
-- the pipeline imports nothing of the proxy but the ledger's schema module;
+- the pipeline imports nothing of the proxy but the ledger's schema module (and of the
+  protocol only the reader of Produce answers, which the ledger keeps as bytes);
 - the proxy imports the pipeline only in its ``report`` command and the simulator only in
   its tools (``demo``, ``simulate``), never on the serving path;
 - the benchmarks import nothing of the tests; the product (protocol, proxy) imports
@@ -60,9 +61,11 @@ def test_serve_loads_no_tool() -> None:
 
 
 def test_the_pipeline_imports_only_the_ledger_schema_of_the_proxy() -> None:
-    ties = {n for names in imported("pipeline").values()
-            for n in under(names, "proxy", "protocol")}
+    ties = {n for names in imported("pipeline").values() for n in under(names, "proxy")}
     assert ties == {"proxy.ledger.schema"}
+    # the broker's answers are read with the protocol's sans-IO reader, nothing more
+    codecs = {n for names in imported("pipeline").values() for n in under(names, "protocol")}
+    assert codecs == {"protocol.produce_results", "protocol.primitives"}
 
 
 def test_the_proxy_imports_tools_only_in_its_tool_commands() -> None:

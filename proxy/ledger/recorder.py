@@ -5,16 +5,17 @@ enabled; observe mode included), one :class:`~proxy.ledger.entry.Entry`: the req
 time, number, client, the sequence numbers of the view and the rule it was decided on
 (:mod:`proxy.ledger.versions`), each partition's record count and bytes, the decision
 of partitions that did not simply pass, and, for a request that went upstream, the
-broker's answer (its error codes and base offsets, read on the writer thread) and the
-upstream latency. The writer thread writes the view and the rule when they change
-(snapshot rows) and a tick every ``snapshot_interval_s``. File layout and columns:
+broker's answer (its bytes: the pipeline reads the error codes and base offsets
+from them) and the upstream latency. The writer thread writes the view and the rule
+when they change (snapshot rows) and a tick every ``snapshot_interval_s``. File layout and columns:
 :mod:`proxy.ledger.schema`; files: :mod:`proxy.ledger.files`. ``pipeline/`` reads
 them; the proxy never imports it.
 
 Invariants:
 - the event loop never blocks on the ledger and does O(partitions) integer work per
   request (no encoding, no I/O, no per-view copy); the writer thread (pyarrow,
-  imported there) does the rest every ``flush_interval_s``;
+  imported there) does the rest every ``flush_interval_s`` (sooner when half the queue
+  bound is used: large batches, since a flush's cost is mostly fixed);
 - the queue is bounded in partition-writes (``queue_size``) and in the bytes it
   holds (``queue_bytes``); beyond either, rows are dropped, never waited for;
 - nothing the ledger does can fail a client's request: :meth:`DecisionLedger.record`
@@ -44,7 +45,7 @@ from protocol.headers import RequestHeader
 from protocol.produce import ProduceRequest
 from proxy.cluster.view import ClusterView
 from proxy.enforce.policy import Decision, RackRule
-from proxy.ledger.entry import AnswerHook, Entry, not_passed, partitions_of
+from proxy.ledger.entry import HELD, ROWS, Entry, Row, not_passed, partitions_of
 from proxy.ledger.schema import (
     DECISION_FILE_PREFIX,
     REJECTED,
@@ -76,7 +77,7 @@ class LedgerConfig:
     queue_size: int = 100_000  # partition-writes
     queue_bytes: int = 64 * 1024 * 1024  # held by queued entries (mostly broker answers)
     snapshot_interval_s: float = 30.0
-    flush_interval_s: float = 0.2
+    flush_interval_s: float = 1.0
     max_bytes: int | None = None  # this instance's files in the directory, in total
     max_age_s: float | None = None
 
@@ -97,10 +98,6 @@ class LedgerMetrics:
             "rackguard_ledger_snapshot_rows_written",
             "Snapshot rows (a changed topic, the brokers, the rule, a tick) written",
             registry=registry)
-        self.response_parse_errors = Counter(
-            "rackguard_ledger_response_parse_errors",
-            "Broker Produce responses the ledger could not read (rows written without the "
-            "broker's code and offset)", registry=registry)
         self.deleted_files = Counter(
             "rackguard_ledger_deleted_files",
             "Closed ledger files deleted to keep within ledger_max_bytes and ledger_max_age",
@@ -144,11 +141,12 @@ class DecisionLedger:
         self.run = time.time_ns() // 1000 ^ os.getpid()
         self._versions = Versions()
         self._differ = SnapshotDiffer(config.instance_id, self.run)
-        self._queue: collections.deque[Entry] = collections.deque()
+        self._queue: collections.deque[Row] = collections.deque()
         self._rows_in = self._rows_out = 0  # written by the loop, by the writer
         self._bytes_in = self._bytes_out = 0
         self._requests = itertools.count(1)
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set by the loop when half the queue bound is used
         self._thread: threading.Thread | None = None
         self._writer_up = True
         self._decisions: StreamFiles | None = None
@@ -171,9 +169,10 @@ class DecisionLedger:
         observe: bool,
         dedicated_code: int | None,
         now: float,
-    ) -> AnswerHook | None:
-        """Record one decided request. Returns the hook that completes it from the broker's
-        answer when some partition goes upstream (None otherwise, or on any failure)."""
+    ) -> Entry | None:
+        """Record one decided request. Returns its entry, the hook that completes it from
+        the broker's answer, when some partition goes upstream (None otherwise, or on any
+        failure)."""
         try:
             if not self._writer_up:
                 self._drop("writer_down", len(decisions))
@@ -185,35 +184,40 @@ class DecisionLedger:
             topics, ids, parts = partitions_of(request, frame, view)
             rejected = not_passed(decisions, observe, dedicated_code)
             entry = Entry(wall, next(self._requests), header.client_id, client.peer,
-                          header.api_version, view_seq, rule_seq, topics, ids, parts, rejected)
-            refused = 0 if rejected is None else sum(1 for r in rejected if r[1] == REJECTED)
-            if refused == entry.rows:
+                          header.api_version, view_seq, rule_seq, topics, ids, parts, rejected,
+                          now, self.complete)
+            if rejected is not None and sum(1 for r in rejected if r[1] == REJECTED
+                                            ) == entry.rows:
                 self._enqueue(entry)
                 return None
-            return AnswerHook(entry, now, self.complete)
+            return entry
         except Exception:  # noqa: BLE001 - never into the data path
             self._drop("record_error", len(decisions), exc_info=True)
             return None
 
-    def complete(self, entry: Entry, sent_at: float, frame: memoryview) -> None:
+    def complete(self, entry: Entry, frame: memoryview) -> None:
         """The broker answered the entry's forwarded partitions (never raises)."""
         try:
-            entry.latency_ms = (self.clock() - sent_at) * 1000
+            entry.latency_ms = (self.clock() - entry.sent_at) * 1000
             entry.answer = bytes(frame)
             self._enqueue(entry)
         except Exception:  # noqa: BLE001 - never into the data path
             self._drop("record_error", entry.rows, exc_info=True)
 
     def _enqueue(self, entry: Entry) -> None:
-        rows = entry.rows
+        row = entry.row()
+        rows = row[ROWS]
         config = self.config
         if (self._rows_in - self._rows_out + rows > config.queue_size
                 or self._bytes_in - self._bytes_out > config.queue_bytes):
             self._drop("queue_full", rows)
             return
         self._rows_in += rows
-        self._bytes_in += entry.held_bytes
-        self._queue.append(entry)
+        self._bytes_in += row[HELD]
+        self._queue.append(row)
+        if (self._rows_in - self._rows_out) * 2 > config.queue_size \
+                and not self._wake.is_set():  # flush early rather than drop
+            self._wake.set()
 
     def seal(self) -> None:
         """Kept for callers of the former chunked encoder: entries are queued as they
@@ -230,6 +234,7 @@ class DecisionLedger:
         """Write what is queued, a last tick, and close the files into Parquet (in the
         writer thread if it runs, else here)."""
         self._stop.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
@@ -303,7 +308,12 @@ class DecisionLedger:
                 self._iteration(final=stopping)
                 if stopping:
                     break
-                self._stop.wait(self.config.flush_interval_s)
+                # the next flush, or the next tick when sooner (ticks keep their interval;
+                # one still due was not written: no view yet)
+                wait = self.config.flush_interval_s
+                until_tick = self._next_tick - self.clock()
+                self._wake.wait(until_tick if 0 < until_tick < wait else wait)
+                self._wake.clear()
         except Exception:  # noqa: BLE001 - the ledger must never take the proxy down
             self._writer_up = False
             log.exception("ledger writer thread failed; no further rows are written")
@@ -373,19 +383,17 @@ class DecisionLedger:
         queue = self._queue
         written = 0
         while queue and limit > 0 and self._decisions is not None:
-            entries: list[Entry] = []
+            entries: list[Row] = []
             rows = held = 0
             while queue and limit > 0 and len(entries) < _BATCH_ENTRIES:
                 limit -= 1
                 entry = queue.popleft()
                 entries.append(entry)
-                rows += entry.rows
-                held += entry.held_bytes
+                rows += entry[ROWS]
+                held += entry[HELD]
             try:
-                batch, unreadable = decision_batch(entries, self.config.instance_id, self.run)
-                if unreadable:
-                    self.metrics.response_parse_errors.inc(unreadable)
-                self._decisions.write(batch)
+                self._decisions.write(decision_batch(entries, self.config.instance_id,
+                                                     self.run))
             except Exception as exc:  # noqa: BLE001 - a full disk, a write error, a bug
                 self._drop("write_error", rows, text=f"ledger write failed, rows dropped: "
                                                       f"{exc!r}")

@@ -10,8 +10,10 @@ Files, schema 3 (the JSON Lines of schemas 1 and 2 are not read any more):
 - ``decisions-<instance>-<utc>-<pid>-<n>.parquet``: one row per rack-checked
   produce *request*: its time, number, client, the view and rule sequence numbers
   it was decided on, and its partitions as parallel arrays (topic number into
-  ``topics``, partition, records, bytes, the broker's error code and base
-  offset). Partitions that did not simply pass are listed once more, sparsely
+  ``topics``, partition, records, bytes) and the broker's answer as it came (its
+  bytes: the pipeline reads each partition's error code and base offset from it,
+  :mod:`pipeline.answers`, so the proxy spends no time on it). Partitions that
+  did not simply pass are listed once more, sparsely
   (``np_*``: their position, decision, reason and the proxy's own error code).
   Nothing the view holds (leader, ISR, racks, min.insync.replicas) is repeated.
 - ``snapshots-<instance>-<utc>-<pid>-<n>.parquet``: the view and the rule as they
@@ -57,8 +59,10 @@ DECISION_COLUMNS: tuple[tuple[str, str], ...] = (
     ("partition", "list<int32>"),
     ("records", "list<int32>"),  # from the batch headers; -1 when unreadable
     ("bytes", "list<int32>"),
-    ("error", "list<int16>"),  # the broker's code; null when the proxy answered or no answer
-    ("base_offset", "list<int64>"),
+    ("topic_ids", "list<binary>"),  # v13+: the request's topic ids (its answer names them)
+    ("answer", "binary"),  # the broker's Produce response frame as received; null: none
+    ("error", "list<int16>"),  # the broker's code, read from answer by the pipeline
+    ("base_offset", "list<int64>"),  # (pipeline.answers; the proxy writes them null)
     ("np_index", "list<int32>"),  # the partitions that did not simply pass: their position,
     ("np_decision", "list<string>"),  # one of DECISIONS
     ("np_reason", "list<string>"),  # the policy's verdict

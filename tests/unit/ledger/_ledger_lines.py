@@ -14,15 +14,19 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.answers import fill_answers
 from proxy.ledger.files import read_stream
 from proxy.ledger.schema import FORWARDED, REJECTED
 
 
 def table(paths: list[Path]) -> list[dict[str, Any]]:
+    """The files' rows; a decisions file's broker answers read as the pipeline reads them."""
     rows: list[dict[str, Any]] = []
     for p in paths:
         t = pq.read_table(p) if p.suffix == ".parquet" else read_stream(p)
         if t is not None:
+            if p.name.startswith("decisions-"):
+                t, _ = fill_answers(t)
             rows += t.to_pylist()
     return rows
 

@@ -16,14 +16,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from prometheus_client import CollectorRegistry
 
 from benchmarks.produce_frames import kp_response
+from pipeline.answers import fill_answers
 from protocol.headers import parse_request_header
 from proxy.enforce.enforcement import RackEnforcer
 from proxy.enforce.metrics import EnforcementMetrics
 from proxy.enforce.policy import RackRule
+from proxy.ledger.files import read_stream
 from proxy.ledger.recorder import DecisionLedger, LedgerConfig
 from proxy.ledger.schema import OBSERVED, REJECTED
 from proxy.relay.actions import Forward, Reply
@@ -181,10 +184,12 @@ def test_unparsable_broker_answer_is_counted_and_still_handed_on(tmp_path: Path)
     assert isinstance(action, Forward) and action.transform is not None
     garbage = b"\x00\x00\x00\x06\x00\x00\x10\x92\xff\xff"
     assert action.transform(memoryview(garbage), 9) == memoryview(garbage)
-    assert registry.get_sample_value("rackguard_ledger_response_parse_errors_total") == 0
-    row = written(ledger)[("orders", 0)]  # parsed by the writer, not on the loop
-    assert registry.get_sample_value("rackguard_ledger_response_parse_errors_total") == 1
+    row = written(ledger)[("orders", 0)]  # kept as bytes, read by the pipeline
     assert (row["broker_error"], row["base_offset"]) == (None, None)
+    assert dropped(registry, "record_error") == dropped(registry, "write_error") == 0
+    (path,) = ledger.decision_files
+    raw = pq.read_table(path) if path.suffix == ".parquet" else read_stream(path)
+    assert raw is not None and fill_answers(raw)[1] == 1  # the unreadable answer is counted
 
 
 def test_full_queue_drops_and_counts_never_blocks(tmp_path: Path) -> None:
@@ -300,6 +305,31 @@ def test_writer_thread_writes_and_closes_files_into_parquet(tmp_path: Path) -> N
     assert [(r["topic"], r["decision"], r["isr_racks"]) for r in rows] == [
         ("audit", REJECTED, ["rack-a"])]
     assert registry.get_sample_value("rackguard_ledger_bytes") > 0
+
+
+def test_writer_flushes_early_when_half_the_queue_bound_is_used(tmp_path: Path) -> None:
+    play = Playbook()
+    ledger, registry = ledger_for(play, tmp_path, flush_interval_s=3600, queue_size=8,
+                                  snapshot_interval_s=3600)
+    ledger.start()
+    try:
+        deadline = time.monotonic() + 10
+        while registry.get_sample_value("rackguard_ledger_snapshot_rows_written_total") is None \
+                or not ledger.decision_files and not ledger.snapshot_files:
+            assert time.monotonic() < deadline, "the writer did not start"
+            time.sleep(0.01)
+        for _ in range(3):  # 3 rows: under half the bound, nothing is written
+            play(produce(9, [("audit", [0])]), 9)
+        time.sleep(0.2)
+        assert not registry.get_sample_value("rackguard_ledger_rows_written_total")
+        for _ in range(2):  # 5 of 8: the writer is woken, an hour before its interval
+            play(produce(9, [("audit", [0])]), 9)
+        while registry.get_sample_value("rackguard_ledger_rows_written_total") != 5:
+            assert time.monotonic() < deadline, "no early flush"
+            time.sleep(0.01)
+        assert dropped(registry, "queue_full") == 0
+    finally:
+        ledger.stop()
 
 
 def test_the_serving_path_does_not_import_pyarrow() -> None:

@@ -42,6 +42,7 @@ from protocol.produce import (
     produce_response_endpoints,
     producer_info,
     record_count,
+    record_counts,
     rewrite_produce_response_endpoints,
     rewrite_produce_response_endpoints_seen,
     walk_produce_request,
@@ -135,6 +136,19 @@ def test_record_set_helpers() -> None:
     assert record_count(mv, p[2].records) == 0 and producer_info(mv, p[2].records) is None
     assert record_count(mv, p[3].records) == 5
     assert producer_info(mv, p[3].records) == (-1, -1, -1)
+
+
+def test_record_counts_reads_each_set_and_marks_unreadable_ones() -> None:
+    b = make_batch(2)
+    frame = kp_request(9, [("t", [(0, make_batch(3) + b), (1, None), (2, b""), (3, b),
+                                  (4, b[:-1] + b"")])])
+    mv, _, req = walk(frame)
+    spans = [p.records for p in req.topics[0].partitions]
+    bad = bytearray(b)
+    bad[16] = 1  # magic 1: not a v2 batch
+    assert record_counts(mv, spans) == [5, 0, 0, 2, -1]
+    assert record_counts(bytes(bad), [(0, len(bad))]) == [-1]
+    assert record_counts(mv, [(0, len(mv) + 1)]) == [-1]
 
 
 def test_record_set_helpers_reject_bad_batches() -> None:
