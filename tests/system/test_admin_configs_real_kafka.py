@@ -71,11 +71,16 @@ def produce(bootstrap: str, name: str, value: bytes) -> tuple[int, str]:
     """One acks=all record to the partition's leader through the proxy at ``bootstrap``
     (the leader's address as that proxy's Metadata gives it)."""
     host, port = bootstrap.rsplit(":", 1)
-    with RawKafkaConnection(host, int(port), timeout=10.0, client_id="rg-system") as conn:
-        raw, _ = conn.request(MetadataRequest(version=5, topics=[name],
-                                              allow_auto_topic_creation=False),
-                              MetadataResponse, 5)
-    snap = read_metadata(struct.pack(">i", len(raw)) + raw, 5)
+    deadline = time.monotonic() + 10  # a topic just created reaches every broker shortly after
+    while True:
+        with RawKafkaConnection(host, int(port), timeout=10.0, client_id="rg-system") as conn:
+            raw, _ = conn.request(MetadataRequest(version=5, topics=[name],
+                                                  allow_auto_topic_creation=False),
+                                  MetadataResponse, 5)
+        snap = read_metadata(struct.pack(">i", len(raw)) + raw, 5)
+        if TopicMetadata(*snap.topics[0]).partitions or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     leader = first_leader(snap.topics)
     broker = next(b for b in snap.brokers if b.node_id == leader)
     result = raw_produce_to((broker.host, broker.port), [(name, 0, [value])])[0]
