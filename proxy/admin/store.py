@@ -64,12 +64,6 @@ from proxy.cluster.view import ClusterView
 
 log = logging.getLogger("rackguard.admin.store")
 
-FETCH_WAIT_MS = 1000
-"""How long the broker holds the reader's empty fetch (at most half the request timeout, so
-that an empty fetch is never taken for a dead leader): a change arrives at once either way
-(the long poll answers as soon as a record is there); an idle sidecar then asks about once
-a second, not ten times (docs/performance.md, "Fleet cost")."""
-
 TOPIC_ALREADY_EXISTS = 36
 # a write is tried again on these (the leadership moves), within write_budget_s
 RETRIABLE = (KafkaTimeoutError, RequestTimedOutError, NotLeaderForPartitionError,
@@ -310,7 +304,7 @@ class ConfigTopicStore:
         consumer = AIOKafkaConsumer(
             bootstrap_servers=list(self.settings.bootstrap), client_id=self.settings.client_id,
             group_id=None, enable_auto_commit=False, request_timeout_ms=ms,
-            fetch_max_wait_ms=min(FETCH_WAIT_MS, ms // 2),  # an empty fetch never times out
+            fetch_max_wait_ms=100,
             retry_backoff_ms=int(self.settings.retry_backoff_s * 1000),
             metadata_max_age_ms=max(ms * 5, 5000), **self.settings.security)
         await consumer.start()
@@ -342,7 +336,7 @@ class ConfigTopicStore:
             await _quietly(consumer.stop())
 
     def _check_fresh(self, silent_s: float) -> bool:
-        """A fetch answers at least every FETCH_WAIT_MS while the leader is reachable; silence
+        """A fetch answers at least every 100 ms while the leader is reachable; silence
         beyond a few request timeouts is a read failure (counted once, shown until it
         ends; True: the consumer is started again from the configured brokers). aiokafka
         follows the leadership meanwhile, among the brokers it knows."""
