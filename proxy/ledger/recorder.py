@@ -308,11 +308,14 @@ class DecisionLedger:
                 self._iteration(final=stopping)
                 if stopping:
                     break
-                # the next flush, or the next tick when sooner (ticks keep their interval;
-                # one still due was not written: no view yet)
-                wait = self.config.flush_interval_s
+                # the next flush, or the next tick when sooner (ticks keep their interval).
+                # A tick already due (the iteration outlasted the interval, or no view to
+                # tick on yet) is looked at one interval on, never a whole flush later:
+                # a view that lasts a few ticks must be seen by one
                 until_tick = self._next_tick - self.clock()
-                self._wake.wait(until_tick if 0 < until_tick < wait else wait)
+                if until_tick <= 0:
+                    until_tick = self.config.snapshot_interval_s
+                self._wake.wait(min(self.config.flush_interval_s, until_tick))
                 self._wake.clear()
         except Exception:  # noqa: BLE001 - the ledger must never take the proxy down
             self._writer_up = False

@@ -93,7 +93,10 @@ async def outage_traffic(tmp: Path, spark: Any) -> tuple[Producer, float, Path, 
         "upstream": cluster.bootstrap_servers, "bootstrap_port": base + 20,
         "broker_port_base": base + 20, "min_insync_racks": 2,
         "metadata_refresh_interval_ms": 60_000, "ledger_dir": str(tmp / "ledger"),
-        "ledger_snapshot_interval_ms": 100, "instance_id": "e2e"}))
+        "ledger_snapshot_interval_ms": 100, "instance_id": "e2e",
+        # the whole cluster's view: partition-time at N racks counts from the start, not
+        # from each topic's first produce (a sidecar's watched view)
+        "view_scope": "cluster"}))
     producer = Producer(cluster, base + 20)
     try:
         await app.start()
