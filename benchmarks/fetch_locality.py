@@ -82,30 +82,36 @@ def consume_all(bootstrap: str, topic: str, partitions: int, count: int, partiti
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     seen = size = 0
     start = time.perf_counter()
-    deadline = time.monotonic() + 300
+    last_progress = time.monotonic()
     try:
-        while seen < count and time.monotonic() < deadline:
+        while seen < count:
             for m in c.consume(10_000, 0.5):
                 value = m.value()
                 if m.error() is None and value is not None:
                     seen += 1
                     size += len(value)
+                    last_progress = time.monotonic()
+            if time.monotonic() - last_progress > STALL_S:
+                raise RuntimeError(f"no record through {bootstrap} for {STALL_S} s "
+                                   f"({seen} of {count} read)")
         return size, time.perf_counter() - start
     finally:
         c.close()
 
 
 PORT_BLOCK = 220  # a proxy's bootstrap port, its broker ports (node ids < 200), metrics
+STALL_S = 60  # a consumer that reads nothing for this long fails the run (with the logs)
 
 
 def port_block() -> int:
-    """A random base below 32768 whose next PORT_BLOCK ports look free (the broker
-    listeners open later: a port taken meanwhile fails the run, it is only a bench)."""
+    """A random base below 32768 whose next PORT_BLOCK ports are all free now (a broker
+    listener opens later, at base + 1 + node id: Tansu's node is 111; a port taken
+    meanwhile fails the run with the proxy's log, it is only a bench)."""
     rng = random.Random()
     for _ in range(500):
         base = rng.randrange(20000, 32000 - PORT_BLOCK)
         try:
-            for port in (base, base + 1, *range(base + 2, base + 12), base + PORT_BLOCK - 1):
+            for port in range(base, base + PORT_BLOCK):
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", port))
         except OSError:
@@ -220,6 +226,17 @@ def main() -> int:
     parser.add_argument("--json", metavar="FILE")
     args = parser.parse_args()
     logs = Path(tempfile.mkdtemp(prefix="rackguard-bench-fetch-"))
+    try:
+        return measure(args, logs)
+    except RuntimeError as exc:  # say why, with what the proxies and the broker logged
+        print(f"bench failed: {exc}", file=sys.stderr)
+        for log in sorted(logs.glob("*.log")):
+            tail = log.read_text(errors="replace").splitlines()[-15:]
+            print(f"--- {log.name} (last lines)", *tail, sep="\n", file=sys.stderr)
+        return 1
+
+
+def measure(args: argparse.Namespace, logs: Path) -> int:
     exe = args.exe or str(Path(sys.executable).parent / "rackguard")
     names = ["off", "client_rack"] + (["before"] if args.baseline_exe else [])
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
