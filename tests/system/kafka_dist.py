@@ -109,36 +109,9 @@ def prepare(versions: Iterable[str] = VERSIONS,
 def install(kafka_version: str, say: Callable[[str], None] = print) -> Path:
     """Resolves ``kafka_version`` into its libs folder unless it is there already."""
     folder = libs(kafka_version)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if ready(kafka_version):
-            return folder
-        mvn = shutil.which("mvn")
-        if mvn is None:
-            raise RuntimeError("Maven (mvn) is not installed: apt-get install -y maven")
-        say(f"resolving Apache Kafka {kafka_version} from Maven Central into {folder} "
-            "(once per machine; minutes the first time, seconds from Maven's ~/.m2) ...")
-        started = time.monotonic()
-        shutil.rmtree(folder, ignore_errors=True)
-        argv = [mvn, "-q", "-B", "-f", str(POM), f"-Dkafka.version={kafka_version}",
-                f"-Dlibs={folder}", "dependency:copy-dependencies"]
-        if int(kafka_version.split(".")[0]) >= 4:
-            argv.insert(-1, f"-Dkafka.log4j2={LOG4J2}")
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=1800,
-                              cwd=POM.parent)
-        if done.returncode != 0:
-            raise RuntimeError(f"resolving Apache Kafka {kafka_version} failed:\n"
-                               f"{(done.stdout + done.stderr)[-4000:]}")
-        shutil.rmtree(POM.parent / "target", ignore_errors=True)
-        jars = sorted(p.name for p in folder.glob("*.jar"))
-        if not any(j.startswith("kafka_2.13-") for j in jars):
-            raise RuntimeError(f"resolving Apache Kafka {kafka_version}: no broker jar in "
-                               f"{folder}")
-        (folder.parent / "READY").write_text("\n".join(jars) + "\n")
-        say(f"resolved Apache Kafka {kafka_version}: {len(jars)} jars in "
-            f"{time.monotonic() - started:.0f} s")
-        return folder
+    extra = [f"-Dkafka.log4j2={LOG4J2}"] if int(kafka_version.split(".")[0]) >= 4 else []
+    return _resolve(f"Apache Kafka {kafka_version}", POM, kafka_version, folder,
+                    folder.parent / "READY", "kafka_2.13-", extra, say)
 
 
 def streams_libs(kafka_version: str | None = None) -> Path:
@@ -153,33 +126,47 @@ def streams_classpath(kafka_version: str | None = None) -> str:
     return str(streams_libs(kafka_version)) + os.sep + "*"
 
 
-def install_streams(kafka_version: str | None = None) -> Path:
+def install_streams(kafka_version: str | None = None,
+                    say: Callable[[str], None] = print) -> Path:
     """Resolves Kafka Streams of ``kafka_version`` (with kafka-clients and RocksDB's JNI
     jar, what a Streams application needs at run time) into ``streams-libs`` beside the
     release's ``libs``, once: a ``READY`` file inside marks it complete."""
     v = kafka_version or version()
     folder = streams_libs(v)
+    return _resolve(f"Kafka Streams {v}", STREAMS_POM, v, folder, folder / "READY",
+                    "kafka-streams-", [], say)
+
+
+def _resolve(what: str, pom: Path, kafka_version: str, folder: Path, marker: Path,
+             jar_prefix: str, extra: list[str], say: Callable[[str], None]) -> Path:
+    """Copies ``pom``'s dependencies into ``folder`` with Maven, once per machine: under a
+    lock (parallel runs wait for the first), and ``marker`` (the jar list) written last,
+    only after a jar named ``jar_prefix...`` arrived."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / ".streams-lock", "w") as lock:
+    with open(folder.parent / f".{folder.name}-lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if streams_ready(v):
+        if marker.exists():
             return folder
         mvn = shutil.which("mvn")
         if mvn is None:
             raise RuntimeError("Maven (mvn) is not installed: apt-get install -y maven")
+        say(f"resolving {what} from Maven Central into {folder} "
+            "(once per machine; minutes the first time, seconds from Maven's ~/.m2) ...")
+        started = time.monotonic()
         shutil.rmtree(folder, ignore_errors=True)
-        argv = [mvn, "-q", "-B", "-f", str(STREAMS_POM), f"-Dkafka.version={v}",
-                f"-Dlibs={folder}", "dependency:copy-dependencies"]
+        argv = [mvn, "-q", "-B", "-f", str(pom), f"-Dkafka.version={kafka_version}",
+                f"-Dlibs={folder}", *extra, "dependency:copy-dependencies"]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=1800,
-                              cwd=STREAMS_POM.parent)
-        shutil.rmtree(STREAMS_POM.parent / "target", ignore_errors=True)
+                              cwd=pom.parent)
+        shutil.rmtree(pom.parent / "target", ignore_errors=True)
         if done.returncode != 0:
-            raise RuntimeError(f"resolving Kafka Streams {v} failed:\n"
+            raise RuntimeError(f"resolving {what} failed:\n"
                                f"{(done.stdout + done.stderr)[-4000:]}")
         jars = sorted(p.name for p in folder.glob("*.jar"))
-        if not any(j.startswith("kafka-streams-") for j in jars):
-            raise RuntimeError(f"resolving Kafka Streams {v}: no kafka-streams jar in {folder}")
-        (folder / "READY").write_text("\n".join(jars) + "\n")
+        if not any(j.startswith(jar_prefix) for j in jars):
+            raise RuntimeError(f"resolving {what}: no {jar_prefix}* jar in {folder}")
+        marker.write_text("\n".join(jars) + "\n")
+        say(f"resolved {what}: {len(jars)} jars in {time.monotonic() - started:.0f} s")
         return folder
 
 
@@ -193,7 +180,7 @@ def main(argv: list[str]) -> int:
         print(f"Apache Kafka {v}: {'already in' if already else 'resolved into'} {folder} "
               f"({len(list(folder.glob('*.jar')))} jars)")
     # Kafka Streams of the release the tests run (the KIP-708 proof and golden bytes)
-    streams = install_streams(DEFAULT_VERSION)
+    streams = install_streams(DEFAULT_VERSION, lambda line: print(line, file=sys.stderr))
     print(f"Kafka Streams {DEFAULT_VERSION}: in {streams} "
           f"({len(list(streams.glob('*.jar')))} jars)")
     return 0
