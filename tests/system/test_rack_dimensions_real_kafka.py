@@ -24,7 +24,10 @@ Needs the rig this repository starts (the proxy here is started in front of its 
 
 from __future__ import annotations
 
+import json
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -210,3 +213,30 @@ def through_the_admin_api(rig: SystemRig, p: RackguardProxy, regional: str,
         admin.delete_topics([created])
     finally:
         admin.close()
+
+    # the placement command pointed at the cluster reads the values set through the Admin
+    # API from the config topic (the proxies' own), unless told to leave them out
+    configs(rig, p, "--alter", "--entity-name", regional, "--add-config", "min.insync.racks=3")
+    try:
+        got = placement_minimums(p, regional, plain)
+        assert got[0] == {regional: 3, plain: 2}, got
+        assert "from the config topic __rackguard_configs" in got[1]
+        assert placement_minimums(p, regional, plain, "--ignore-config-topic")[0] == {
+            regional: 2, plain: 2}
+        print(f"\nplacement audit through the proxy: {got[1].strip()}")
+    finally:
+        configs(rig, p, "--alter", "--entity-name", regional, "--delete-config",
+                "min.insync.racks")
+
+
+def placement_minimums(p: RackguardProxy, *topics: str) -> tuple[dict[str, int], str]:
+    """min.insync.racks per topic as ``rackguard placement audit --bootstrap`` sees them
+    (flags: the topics, and any after them), and what it said on stderr."""
+    argv = [sys.executable, "-m", "proxy.cli", "placement", "audit", "--bootstrap",
+            p.bootstrap, "--json"]
+    for t in topics:
+        argv += ["--topic", t] if not t.startswith("--") else [t]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return ({t["topic"]: t["min_insync_racks"] for t in json.loads(done.stdout)["topics"]},
+            done.stderr)
