@@ -54,6 +54,7 @@ HELP = {
 }
 
 NO_LEADER = "none"
+Outcome = tuple[tuple[str, bool, bool, int], ...]  # (dimension, under, at, values) each
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,23 +96,31 @@ def compute(view: ClusterView, rule: RackRule, series: str) -> DimensionCoverage
         required = tuple(minimums.get(d, 1) for d in names)
         if not every and all(r <= 1 for r in required):
             continue
-        for index, row in topic.partitions.rows.items():
-            leader_id, isr = row[2], row[5]
-            counts = memo.get(isr)
-            if counts is None:
-                counts = memo[isr] = _value_counts(view, dims, isr)
-            leader = str(leader_id) if leader_id >= 0 else NO_LEADER
-            for d, need, have in zip(names, required, counts, strict=True):
-                enforced = need > 1
-                under = enforced and have < need
-                at = enforced and have == need
-                if enforced:
-                    checked[d] += 1
-                    if under or at:
-                        target = under_by if under else at_by
-                        target[(leader, d)] = target.get((leader, d), 0) + 1
-                if every or (some and (under or at)):
-                    rows.append((name, index, d, under, at, have))
+        partitions = topic.partitions.rows
+        for d, need in zip(names, required, strict=True):
+            if need > 1:
+                checked[d] += len(partitions)
+        # per ISR of this topic: every (dimension, under, at, values), and those under or at
+        outcomes: dict[tuple[int, ...], tuple[Outcome, Outcome]] = {}
+        for index, row in partitions.items():
+            isr = row[5]
+            known = outcomes.get(isr)
+            if known is None:
+                counts = memo.get(isr)
+                if counts is None:
+                    counts = memo[isr] = _value_counts(view, dims, isr)
+                every_dim = tuple((d, need > 1 and have < need, need > 1 and have == need, have)
+                                  for d, need, have in zip(names, required, counts, strict=True))
+                known = outcomes[isr] = (every_dim, tuple(o for o in every_dim if o[1] or o[2]))
+            every_dim, flagged = known
+            if flagged:
+                leader = str(row[2]) if row[2] >= 0 else NO_LEADER
+                for d, under, _at, _have in flagged:
+                    target = under_by if under else at_by
+                    target[(leader, d)] = target.get((leader, d), 0) + 1
+            if every or (some and flagged):
+                rows.extend((name, index, d, under, at, have)
+                            for d, under, at, have in (every_dim if every else flagged))
     for key in under_by.keys() | at_by.keys():
         under_by.setdefault(key, 0)
         at_by.setdefault(key, 0)
