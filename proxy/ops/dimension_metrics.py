@@ -71,7 +71,7 @@ class DimensionCoverage:
 def _value_counts(view: ClusterView, dims: RackDimensions,
                   isr: tuple[int, ...]) -> tuple[int, ...]:
     """Distinct values of each dimension (in ``dims.names`` order) among the ISR's racks."""
-    per = [set() for _ in dims.names]  # type: list[set[str]]
+    per: list[set[str]] = [set() for _ in dims.names]
     for rack in view.isr_racks(isr):
         values = dims.values(rack)
         for i, name in enumerate(dims.names):
