@@ -9,7 +9,13 @@ worst case of the default mode), in the ``at_or_under``, ``all`` and ``none`` mo
 The best of ``--repeat`` scrapes is printed, never asserted (docs/operations.md quotes
 the figures; the content is tested in tests/unit/ops/test_kip_metrics_scale.py).
 
+``--dimensions``: the same with racks of two dimensions (``eu-1/rack-a``,
+``eu-1/rack-b``, ``eu-2/rack-c``; ``rack_dimensions = "region/zone"``) and a region
+minimum of 2 for every topic, so the scrape adds the coverage per dimension; with rack-c
+down every partition is then under its region minimum and at its rack minimum.
+
 Usage: .venv/bin/python -m benchmarks.metrics_scrape [--topics 100] [--per-topic 1000]
+       [--dimensions]
 """
 
 from __future__ import annotations
@@ -20,18 +26,21 @@ import time
 from protocol.addresses import BrokerAddress
 from protocol.metadata import MetadataSnapshot, PartitionMetadata, TopicMetadata
 from proxy.cluster.view import ClusterViewStore
+from proxy.enforce.dimensions import RackDimensions
 from proxy.enforce.policy import RackRule
 from proxy.ops.kip_metrics import PartitionSeries, RackCoverageCollector
 
 RACKS = ("rack-a", "rack-b", "rack-c")
+REGION_RACKS = ("eu-1/rack-a", "eu-1/rack-b", "eu-2/rack-c")
 MODES: tuple[tuple[bool, PartitionSeries], ...] = (
     (False, "at_or_under"), (True, "at_or_under"), (True, "all"), (True, "none"))
 
 
-def snapshot(topics: int, per_topic: int, outage: bool) -> MetadataSnapshot:
+def snapshot(topics: int, per_topic: int, outage: bool,
+             racks: tuple[str, ...] = RACKS) -> MetadataSnapshot:
     """One replica per rack for every partition; in an outage rack-c (brokers 3 and 6)
     has left every ISR."""
-    brokers = tuple(BrokerAddress(n, f"b{n}.internal", 9092 + n, RACKS[(n - 1) % 3])
+    brokers = tuple(BrokerAddress(n, f"b{n}.internal", 9092 + n, racks[(n - 1) % 3])
                     for n in range(1, 7))
     rows = []
     for t in range(topics):
@@ -45,13 +54,14 @@ def snapshot(topics: int, per_topic: int, outage: bool) -> MetadataSnapshot:
     return MetadataSnapshot(brokers, "c", 1, tuple(rows))
 
 
-def scrape(snap: MetadataSnapshot, series: PartitionSeries, repeat: int
-           ) -> tuple[float, bytes]:
+def scrape(snap: MetadataSnapshot, series: PartitionSeries, repeat: int,
+           rule: RackRule | None = None) -> tuple[float, bytes]:
     """(best seconds of ``repeat`` scrapes, the last body)."""
     store = ClusterViewStore(time.monotonic)
     store.apply_metadata(snap, full=True)
-    coverage = RackCoverageCollector(
-        lambda: store.view, lambda: RackRule(default_min_racks=2), time.monotonic, series)
+    in_force = rule if rule is not None else RackRule(default_min_racks=2)
+    coverage = RackCoverageCollector(lambda: store.view, lambda: in_force, time.monotonic,
+                                     series)
     best, body = float("inf"), b""
     for _ in range(repeat):
         start = time.perf_counter()
@@ -65,12 +75,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topics", type=int, default=100)
     parser.add_argument("--per-topic", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--dimensions", action="store_true",
+                        help="racks in two dimensions, a region minimum of 2")
     args = parser.parse_args(argv)
     total = args.topics * args.per_topic
+    racks, rule = RACKS, RackRule(default_min_racks=2)
+    if args.dimensions:
+        racks = REGION_RACKS
+        rule = RackRule(default_min_racks=2, dimensions=RackDimensions.parse("region/zone"),
+                        dimension_minimums={"region": 2})
     for outage, series in MODES:
-        seconds, body = scrape(snapshot(args.topics, args.per_topic, outage), series,
-                               args.repeat)
-        state = "rack-c down" if outage else "healthy"
+        seconds, body = scrape(snapshot(args.topics, args.per_topic, outage, racks), series,
+                               args.repeat, rule)
+        state = ("rack-c down" if outage else "healthy") + (
+            ", region/zone" if args.dimensions else "")
         lines = body.count(b"\n")
         print(f"scrape, {total:,} partitions, {state}, {series}: {seconds * 1000:.2f} ms, "
               f"{lines:,} lines, {len(body) / 1e6:.1f} MB")

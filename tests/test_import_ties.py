@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ("proxy.tools", "simulator", "pipeline",
-         "proxy.placement.command", "proxy.placement.live",
+         "proxy.placement.command", "proxy.placement.live", "proxy.placement.config_topic",
          "proxy.placement.sources", "proxy.placement.render",
          "proxy.streams.command", "proxy.streams.live", "proxy.streams.render")
 

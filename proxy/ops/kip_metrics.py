@@ -30,6 +30,9 @@ healthy cluster exports none, so scrapes stay cheap at scale) or ``none``.
 Per-broker counts, the checked-partition count and the metadata age are
 always exported.
 
+Where racks have dimensions (``rack_dimensions``), the same scrape adds the coverage
+per dimension (:mod:`.dimension_metrics`, series of their own); these are unchanged.
+
 Two renderings of one computation: :meth:`RackCoverageCollector.collect`
 (a prometheus ``Collector``, for registries and tests) and
 :meth:`RackCoverageCollector.exposition` (Prometheus text written directly,
@@ -49,6 +52,7 @@ from prometheus_client.registry import Collector
 
 from proxy.cluster.view import ClusterView
 from proxy.enforce.policy import RackRule
+from proxy.ops import dimension_metrics
 
 PartitionSeries = Literal["all", "at_or_under", "none"]
 NO_LEADER = "none"
@@ -139,13 +143,20 @@ class RackCoverageCollector(Collector):
     def coverage(self) -> Coverage:
         return compute(self._view(), self._rule(), self._clock(), self._series)
 
+    def _both(self) -> tuple[Coverage, dimension_metrics.DimensionCoverage | None]:
+        """The coverage and, where racks have dimensions, the coverage per dimension, of
+        one view and one rule."""
+        view, rule = self._view(), self._rule()
+        return (compute(view, rule, self._clock(), self._series),
+                dimension_metrics.compute(view, rule, self._series))
+
     # ----- prometheus_client rendering
     def describe(self) -> Iterator[Metric]:
         """The families, without samples (lets a registry check name clashes)."""
-        return iter(self._families())
+        return iter((*self._families(), *dimension_metrics.families()))
 
     def collect(self) -> Iterator[Metric]:
-        c = self.coverage()
+        c, by_dimension = self._both()
         under_f, at_f, count_f, under_b, at_b, checked_f, age_f = self._families()
         for topic, index, under, at, racks in c.rows:
             labels = [topic, str(index)]
@@ -158,6 +169,8 @@ class RackCoverageCollector(Collector):
         checked_f.add_metric([], float(c.checked))
         age_f.add_metric([], c.age_s)
         yield from (under_f, at_f, count_f, under_b, at_b, checked_f, age_f)
+        if by_dimension is not None:
+            yield from dimension_metrics.collect(by_dimension)
 
     @staticmethod
     def _families() -> tuple[GaugeMetricFamily, ...]:
@@ -175,7 +188,7 @@ class RackCoverageCollector(Collector):
     # ----- direct text rendering (what /metrics serves)
     def exposition(self) -> bytes:
         """The same families in the Prometheus text format (0.0.4), written directly."""
-        c = self.coverage()
+        c, by_dimension = self._both()
         under_lines: list[str] = []
         at_lines: list[str] = []
         count_lines: list[str] = []
@@ -196,6 +209,8 @@ class RackCoverageCollector(Collector):
             _header(CHECKED), f"{CHECKED} {c.checked}\n",
             _header(AGE), f"{AGE} {_number(c.age_s)}\n",
         ]
+        if by_dimension is not None:
+            out += dimension_metrics.exposition(by_dimension, _escape)
         return "".join(out).encode()
 
 

@@ -1,7 +1,8 @@
 """``rackguard placement audit|plan``: the placement audit and planner from the command line.
 
 Invariant: loaded only when the command runs (``rackguard serve`` never
-imports it); reads a live cluster once (``--bootstrap``) or files and flags
+imports it); reads a live cluster once (``--bootstrap``, with the values set through the Admin
+API in the config topic, unless ``--ignore-config-topic``) or files and flags
 (offline), never writes to the cluster. Exit codes: 0 done; 1 the plan left
 partitions it cannot fix by moves; 2 bad input or an impossible request (the
 message says which).
@@ -13,9 +14,11 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+from proxy.admin.rules import effective_rule
 from proxy.enforce.dimensions import DimensionError, RackDimensions, parse_minimums
 from proxy.enforce.policy import RackRule
 from proxy.placement.audit import Spread, audit
@@ -31,7 +34,12 @@ from proxy.placement.sources import (
     read_snapshot,
 )
 
+if TYPE_CHECKING:
+    from proxy.placement.config_topic import StoredConfigs
+    from proxy.settings import Settings
+
 DEFAULT_MIN_INSYNC_RACKS = 2
+DEFAULT_CONFIG_TOPIC = "__rackguard_configs"
 
 
 def _sources(p: argparse.ArgumentParser) -> None:
@@ -64,6 +72,12 @@ def _rule(p: argparse.ArgumentParser) -> None:
                    "(default: --config's, per topic)")
     p.add_argument("--topic", action="append", default=[], metavar="NAME",
                    help="only these topics (repeatable; default all but internal ones)")
+    p.add_argument("--config-topic", metavar="NAME",
+                   help="with --bootstrap: the topic holding the values set through the "
+                   "Admin API (default: --config's config_topic, else __rackguard_configs)")
+    p.add_argument("--ignore-config-topic", action="store_true",
+                   help="with --bootstrap: leave out the values set through the Admin API "
+                   "(use the file and flags only)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -129,12 +143,43 @@ def _load(args: argparse.Namespace, need_topics: bool) -> ClusterInputs:
     return inputs
 
 
-def _required(args: argparse.Namespace, inputs: ClusterInputs) -> Callable[[str], int]:
+def _stored(args: argparse.Namespace, err: TextIO) -> StoredConfigs | None:
+    """The values set through the Admin API, read from the config topic when the command
+    reads a live cluster (None: not read). Said on ``err`` when some are in force."""
+    if not args.bootstrap or args.ignore_config_topic:
+        return None
+    from proxy.placement.config_topic import read_config_topic
+
+    topic = args.config_topic
+    if topic is None:
+        topic = (_settings(args.config).config_topic if args.config is not None
+                 else DEFAULT_CONFIG_TOPIC)
+    if not topic:
+        return None
+    stored = read_config_topic(args.bootstrap, topic)
+    if stored.count():
+        err.write(f"min.insync.racks set through the Admin API: {stored.count()} value(s) "
+                  f"from the config topic {topic} (--ignore-config-topic leaves them out)\n")
+    if stored.skipped:
+        err.write(f"config topic {topic}: {stored.skipped} record(s) rackguard cannot read, "
+                  "skipped\n")
+    return stored
+
+
+def _required(args: argparse.Namespace, inputs: ClusterInputs,
+              stored: StoredConfigs | None = None) -> Callable[[str], int]:
+    """min.insync.racks per topic: the command's flags, else the values set through the
+    Admin API (``stored``) over --config's rule as the proxies apply them, else the
+    snapshot's figures, else the default."""
     per_topic = parse_topic_numbers(args.topic_min_insync_racks, "--topic-min-insync-racks")
     if args.min_insync_racks is not None and args.min_insync_racks < 1:
         raise SourceError("--min-insync-racks must be >= 1")
     default = args.min_insync_racks
     proxy_rule = _proxy_rule(args.config) if args.config is not None else None
+    if stored is not None and stored.count():
+        base = (_settings_rule(args.config) if args.config is not None
+                else RackRule(default_min_racks=DEFAULT_MIN_INSYNC_RACKS))
+        proxy_rule = effective_rule(base, stored.configs).required_racks
 
     def required(topic: str) -> int:
         if topic in per_topic:
@@ -152,32 +197,45 @@ def _proxy_rule(config: Path) -> Callable[[str], int]:
     return _settings_rule(config).required_racks
 
 
-def _settings_rule(config: Path) -> RackRule:
-    from proxy.app import rack_rule
+def _settings(config: Path) -> Settings:
     from proxy.settings import SettingsError, load_settings
 
     try:
-        settings = load_settings({}, config_file=str(config))
+        return load_settings({}, config_file=str(config))
     except SettingsError as exc:
         raise SourceError(f"--config {config}: {exc}") from None
-    return rack_rule(settings)
 
 
-def _spread(args: argparse.Namespace) -> Spread | None:
-    """The rule over several dimensions, from the flags, else --config's (None: none)."""
+def _settings_rule(config: Path) -> RackRule:
+    from proxy.app import rack_rule
+
+    return rack_rule(_settings(config))
+
+
+def _spread(args: argparse.Namespace, stored: StoredConfigs | None = None,
+            err: TextIO | None = None) -> Spread | None:
+    """The rule over several dimensions: the flags, else the values set through the Admin
+    API (``stored``) over --config's, as the proxies apply them (None: none)."""
     rule = _settings_rule(args.config) if args.config is not None else None
+    dynamic = stored.configs if stored is not None and stored.configs.dimensions else None
     try:
         dims = (RackDimensions.parse(args.rack_dimensions) if args.rack_dimensions
                 else rule.dimensions if rule is not None else None)
         if dims is None:
             if args.min_insync_racks_by_dimension:
                 raise SourceError("--min-insync-racks-by-dimension needs --rack-dimensions")
+            if dynamic is not None and err is not None:
+                err.write("the config topic holds minimums per rack dimension, but neither "
+                          "--rack-dimensions nor --config says how racks split: not used\n")
             return None
         if args.min_insync_racks_by_dimension:
             given = parse_minimums(args.min_insync_racks_by_dimension, dims)
             return Spread(dims, lambda topic: given)
     except DimensionError as exc:
         raise SourceError(str(exc)) from None
+    if dynamic is not None:
+        base = replace(rule, dimensions=dims) if rule is not None else RackRule(dimensions=dims)
+        return Spread(dims, effective_rule(base, dynamic).minimums)
     if rule is None:
         return None
     return Spread(dims, rule.minimums)
@@ -203,8 +261,9 @@ def run(argv: list[str], out: TextIO, err: TextIO) -> int:
     try:
         if args.action == "audit":
             inputs = _load(args, need_topics=True)
-            result = audit(inputs.racks, inputs.topics, _required(args, inputs),
-                           _spread(args))
+            stored = _stored(args, err)
+            result = audit(inputs.racks, inputs.topics, _required(args, inputs, stored),
+                           _spread(args, stored, err))
             out.write(json.dumps(result.to_json(), indent=2) + "\n" if args.json
                       else audit_text(result, args.limit))
             return 0
@@ -220,8 +279,10 @@ def run(argv: list[str], out: TextIO, err: TextIO) -> int:
                    args.out, out)
             return 0
         inputs = _load(args, need_topics=True)
-        plan = plan_fix(inputs.racks, inputs.topics, _required(args, inputs),
-                        spare=not args.no_spare, sizes=inputs.sizes, spread=_spread(args))
+        stored = _stored(args, err)
+        plan = plan_fix(inputs.racks, inputs.topics, _required(args, inputs, stored),
+                        spare=not args.no_spare, sizes=inputs.sizes,
+                        spread=_spread(args, stored, err))
     except (SourceError, PlacementError) as exc:
         err.write(f"rackguard placement: {exc}\n")
         return 2

@@ -189,10 +189,14 @@ def test_prometheus_scrapes_rackguard(services: dict[str, dict[str, Any]]) -> No
 def exported_names() -> set[str]:
     # as the compose file runs it: the whole-cluster view (placement metrics exported)
     app = Rackguard(load_settings({"upstream": "127.0.0.1:9", "view_scope": "cluster"}))
+    # what a proxy whose racks have dimensions adds (rack coverage per dimension)
+    dims = Rackguard(load_settings({"upstream": "127.0.0.1:9", "view_scope": "cluster",
+                                    "rack_dimensions": "region/zone"}))
     locality = CollectorRegistry()  # what a proxy with client_rack adds (at start)
     LocalityMetrics(locality, "rack-a", "fill", ClusterView)
     locality.register(StreamsCollector(StreamsWatch("rack-a", "zone", ())))  # (at start)
-    text = app.metrics_text().decode() + generate_latest(locality).decode()
+    text = (app.metrics_text().decode() + dims.metrics_text().decode()
+            + generate_latest(locality).decode())
     names = set()
     for name, kind in re.findall(r"# TYPE (\S+) (\S+)", text):
         names.add(name)

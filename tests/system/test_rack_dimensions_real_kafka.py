@@ -9,7 +9,8 @@ a replica in every rack and min.insync.replicas=2. KIP-1290's plan, per dimensio
 - every rack up: acks=all succeeds on both;
 - eu-west-1 down (rack-c stopped): the ISR still spans 2 racks, so the plain topic's
   acks=all succeeds, but it spans 1 region, so the region topic's is refused
-  NOT_ENOUGH_RACKS naming the region; acks=1 is untouched;
+  NOT_ENOUGH_RACKS naming the region; acks=1 is untouched; the rack coverage metrics
+  say so per dimension (every region-topic partition under its region minimum);
 - the same minimum through the Admin API, with Kafka's own kafka-configs through the
   proxy (``min.insync.racks.region``, kept in the config topic): lowered to 1 on the
   region topic, its acks=all succeeds, ``--describe`` shows the dynamic value over the
@@ -23,7 +24,10 @@ Needs the rig this repository starts (the proxy here is started in front of its 
 
 from __future__ import annotations
 
+import json
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -38,7 +42,7 @@ from tests.integration.harness.ports import free_port
 from tests.integration.harness.procs import RackguardProxy
 from tests.integration.harness.wire import RawKafkaConnection
 from tests.integration.kip_support import NOT_ENOUGH_REPLICAS, raw_produce_to
-from tests.prometheus_text import metrics_url, read_samples, sample
+from tests.prometheus_text import metrics_url, read_samples, sample, total
 
 from .cluster import BROKER_RACKS
 from .rig import SystemRig
@@ -144,6 +148,17 @@ def test_a_region_minimum_on_real_kafka(rig: SystemRig,
     got = read_samples(metrics_url(metrics_port))
     assert (sample(got, "rackguard_produce_dimension_refusals_total", topic=regional,
                    dimension="region", decision="rejected") or 0) >= PARTITIONS
+    # the rack coverage per dimension: every partition of the region topic is under its
+    # region minimum (1 region in sync), none of the plain topic (no region minimum)
+    for i in range(PARTITIONS):
+        assert sample(got, "rackguard_under_min_dimension_isr", topic=regional,
+                      partition=str(i), dimension="region") == 1
+        assert sample(got, "rackguard_isr_dimension_count", topic=regional,
+                      partition=str(i), dimension="region") == 1
+        assert sample(got, "rackguard_isr_dimension_count", topic=plain,
+                      partition=str(i), dimension="region") is None
+    assert total(got, "rackguard_under_min_dimension_isr_partitions",
+                 dimension="region") == PARTITIONS
 
     try:
         through_the_admin_api(rig, p, regional, plain)
@@ -198,3 +213,30 @@ def through_the_admin_api(rig: SystemRig, p: RackguardProxy, regional: str,
         admin.delete_topics([created])
     finally:
         admin.close()
+
+    # the placement command pointed at the cluster reads the values set through the Admin
+    # API from the config topic (the proxies' own), unless told to leave them out
+    configs(rig, p, "--alter", "--entity-name", regional, "--add-config", "min.insync.racks=3")
+    try:
+        got = placement_minimums(p, regional, plain)
+        assert got[0] == {regional: 3, plain: 2}, got
+        assert "from the config topic __rackguard_configs" in got[1]
+        assert placement_minimums(p, regional, plain, "--ignore-config-topic")[0] == {
+            regional: 2, plain: 2}
+        print(f"\nplacement audit through the proxy: {got[1].strip()}")
+    finally:
+        configs(rig, p, "--alter", "--entity-name", regional, "--delete-config",
+                "min.insync.racks")
+
+
+def placement_minimums(p: RackguardProxy, *topics: str) -> tuple[dict[str, int], str]:
+    """min.insync.racks per topic as ``rackguard placement audit --bootstrap`` sees them
+    (flags: the topics, and any after them), and what it said on stderr."""
+    argv = [sys.executable, "-m", "proxy.cli", "placement", "audit", "--bootstrap",
+            p.bootstrap, "--json"]
+    for t in topics:
+        argv += ["--topic", t] if not t.startswith("--") else [t]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return ({t["topic"]: t["min_insync_racks"] for t in json.loads(done.stdout)["topics"]},
+            done.stderr)

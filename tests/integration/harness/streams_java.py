@@ -12,9 +12,11 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.system import kafka_dist
@@ -65,3 +67,66 @@ def java() -> str:
     path = _tool("java")
     assert path
     return path
+
+
+ASSIGNOR_LOGGERS = ("org.apache.kafka.streams.processor.internals.assignment",
+                    "org.apache.kafka.streams.processor.internals.StreamsPartitionAssignor")
+
+
+def assignor_log(path: Path) -> tuple[str, list[str]]:
+    """For a run that must show why Kafka Streams assigned what it did: a classpath suffix
+    (the broker release's log4j2 binding) and JVM options that write the assignor's INFO
+    lines (each rebalance's client states: previous tasks, offset sums, lags, tags and
+    the assignment decided) to ``path``. ("", []) where the release has no log4j2."""
+    jars = sorted(j for j in kafka_dist.libs().glob("*.jar")
+                  if j.name.startswith(("log4j-api-", "log4j-core-", "log4j-slf4j")))
+    if len(jars) < 3:
+        return "", []
+    config = path.with_suffix(".log4j2.properties")
+    lines = ["appender.f.type = File", "appender.f.name = F", f"appender.f.fileName = {path}",
+             "appender.f.layout.type = PatternLayout",
+             "appender.f.layout.pattern = %d{HH:mm:ss.SSS} %-5p [%t] %c{1}: %m%n",
+             "rootLogger.level = WARN", "rootLogger.appenderRef.f.ref = F"]
+    for i, name in enumerate(ASSIGNOR_LOGGERS):
+        lines += [f"logger.a{i}.name = {name}", f"logger.a{i}.level = INFO"]
+    config.write_text("\n".join(lines) + "\n")
+    return (os.pathsep + os.pathsep.join(str(j) for j in jars),
+            [f"-Dlog4j2.configurationFile={config}"])
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One instance's part of an assignment Kafka Streams' assignor decided."""
+
+    active: frozenset[str]
+    standby: frozenset[str]  # standbys and warm-up replicas alike
+    lags: dict[str, int]  # task -> the lag the assignor saw (-2: the running active)
+
+
+_PARTICIPANTS = re.compile(r"^([0-9a-f-]{36}): \[(\S+?)-StreamThread-", re.M)
+_CLIENT = re.compile(
+    r"([0-9a-f-]{36})=\[activeTasks: \(\[(.*?)\]\) standbyTasks: \(\[(.*?)\]\) .*?"
+    r"taskLagTotals: \(\[(.*?)\]\)")
+
+
+def assignor_decisions(path: Path) -> list[dict[str, Placement]]:
+    """Every assignment the group leader's HighAvailabilityTaskAssignor decided, in
+    order, by instance (the client id before ``-StreamThread``), read from the log
+    :func:`assignor_log` configures (Kafka Streams' "Decided on assignment" line, whose
+    client states carry the lags the decision used)."""
+    text = path.read_text(errors="replace") if path.exists() else ""
+    out: list[dict[str, Placement]] = []
+    names: dict[str, str] = {}
+    for entry in re.split(r"\n(?=\d\d:\d\d:\d\d\.\d{3} )", text):
+        if "participating in this rebalance" in entry:
+            names = dict(_PARTICIPANTS.findall(entry))
+        elif "Decided on assignment" in entry:
+            decided = {}
+            for uuid, active, standby, lags in _CLIENT.findall(entry):
+                lag = dict(item.split("=") for item in lags.split(", ") if "=" in item)
+                decided[names.get(uuid, uuid)] = Placement(
+                    frozenset(t for t in active.split(", ") if t),
+                    frozenset(t for t in standby.split(", ") if t),
+                    {t: int(v) for t, v in lag.items()})
+            out.append(decided)
+    return out
