@@ -13,8 +13,8 @@ b and c return and an unclean election gives the partition back a leader.
   back; the counter equals their number) within 10 s of the election.
 - Topic ``Y`` through the suite's rackguard, enforcing min.insync.racks=2, written by
   librdkafka: the answers acknowledged once the ISR had shrunk to rack a are withdrawn
-  (code 20, the acknowledgement recheck), so at most a residue of the check-before-append
-  window is lost, and whatever is lost is reported.
+  (code 20, the acknowledgement recheck and its suspect partitions), the produces sent
+  meanwhile are refused, so no acknowledged record is lost.
 
 Needs the local cluster (tests/system/cluster.py: racks killed and started here).
 """
@@ -278,15 +278,15 @@ def _drill(rig: SystemRig, java_client: JavaClient, tmp_path: Path, observer: Ob
     assert reported_x == lost_x, (summary, sorted(reported_x ^ lost_x)[:20])
     assert _lost_metric(url, observed) == len(lost_x)
     assert reported_after <= REPORT_WITHIN_S, summary
-    # enforcing: whatever was lost (the records in flight when racks b and c died,
-    # acknowledged once the ISR had shrunk: the check-before-append window) is reported;
-    # the acknowledgement recheck withdraws the answers that waited long enough for the
-    # shrink to be held (4 in each of three runs, 1 or 0 lost; but 0 withdrawn and 261
-    # lost in another: answers released sooner than ack_recheck_after_ms pass): printed,
-    # not asserted, until the window is closed for every answer
-    assert _lost_metric(rig.metrics_url, enforced) == len(lost_y), summary
-    print(f"enforcing: {_withdrawn_metric(rig.metrics_url, enforced)} acknowledgements "
+    # enforcing: nothing acknowledged is lost. The answers the shrink of the ISR to rack a
+    # released are withdrawn (code 20: the slow ones, and every answer of the partition
+    # from then until a view fetched after that moment is in), the produces decided
+    # meanwhile wait for that view and are refused; whatever the watch would see lost
+    # is reported (none)
+    print(f"enforcing: {_withdrawn_metric(rig.metrics_url, enforced):.0f} acknowledgements "
           f"withdrawn, {len(lost_y)} lost")
+    assert _lost_metric(rig.metrics_url, enforced) == len(lost_y), summary
+    assert not lost_y, (summary, sorted(lost_y)[:20])
 
 
 def test_acks_one_leader_kill_reports_only_what_cannot_be_read(
