@@ -90,6 +90,7 @@ class AckRecheck:
         self._nodes: dict[str, int | None] = {}  # listener name -> its broker
         self._mismatch: dict[tuple[Key, int], float] = {}  # (partition, broker) -> looked up
         self._logged_at = float("-inf")
+        self._kept_logged_at = float("-inf")
         self._unlogged = 0
         self.withdrawn = Counter(
             WITHDRAWN, "acks=all successes replaced by NOT_ENOUGH_REPLICAS_AFTER_APPEND "
@@ -289,6 +290,12 @@ class AckRecheck:
             if d.verdict not in REJECTING:
                 if fresh:
                     self.suspects.release(key)  # whole again: its answers pass unchecked
+                if now - self._kept_logged_at >= 10.0:
+                    log.info("acks=all answer kept after a recheck: topic %s partition %d: "
+                             "in-sync replicas %s span %s on the view from after the "
+                             "suspicion", d.topic or "?", d.partition, list(d.isr),
+                             list(d.isr_racks))
+                    self._kept_logged_at = now
                 continue
             self.suspects.keep(key)
             why = ("acknowledged after the in-sync replicas shrank"
