@@ -101,8 +101,10 @@ class SuspectPartitions:
 
     def keep(self, key: Key) -> None:
         """Found short: still held, ``hold_max_s`` from now."""
+        now = self._clock()
+        self._expire(now)
         if key in self.held:
-            self._touched[key] = self._clock()
+            self._touched[key] = now
 
     def _settle(self, keys: list[Key], since: float) -> asyncio.Future[bool]:
         task = asyncio.ensure_future(self.fresh.confirm(since, lambda: self._unchanged(keys)))
