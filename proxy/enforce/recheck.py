@@ -292,9 +292,10 @@ class AckRecheck:
                     self.suspects.release(key)  # whole again: its answers pass unchecked
                 if now - self._kept_logged_at >= 10.0:
                     log.info("acks=all answer kept after a recheck: topic %s partition %d: "
-                             "in-sync replicas %s span %s on the view from after the "
-                             "suspicion", d.topic or "?", d.partition, list(d.isr),
-                             list(d.isr_racks))
+                             "in-sync replicas %s (racks %s), min.insync.racks=%d, on the "
+                             "view from after the suspicion", d.topic or "?", d.partition,
+                             list(d.isr), ",".join(d.isr_racks) or "not counted",
+                             d.required_racks)
                     self._kept_logged_at = now
                 continue
             self.suspects.keep(key)
