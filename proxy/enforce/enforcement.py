@@ -21,7 +21,10 @@ answer of every forwarded acks=1/all request is also handed to the reader it
 gives, in every mode; it never changes an action either. In enforcing mode with an
 acknowledgement recheck (proxy.enforce.recheck), the answer of a request the rule let
 through is checked again when it is slow or its partition is held: a success the rule
-would now refuse becomes NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+would now refuse becomes NOT_ENOUGH_REPLICAS_AFTER_APPEND; and a request whose view is
+known stale (a partition suspect since a slow answer, or sent to a broker the view does
+not show as its leader) waits for a lookup and is decided on the fresh view (refused as
+on stale metadata when the lookup fails).
 
 Invariant: nothing here turns a failed produce into a successful one; a
 rejection is always an error code the client sees for that partition.
@@ -57,6 +60,7 @@ from proxy.enforce.policy import (
     Verdict,
     decide,
     decide_known,
+    distrust,
 )
 from proxy.enforce.recheck import forwarded_walk
 from proxy.relay.actions import Action, ClientInfo, Forward, Reply
@@ -152,6 +156,29 @@ class RackEnforcer:
         if self._refresh_configs is not None and _rejected_without_min_isr(decisions):
             return self._after_configs(self._refresh_configs, settings, client, frame, header,
                                        request)
+        if self._recheck is not None and not settings.observe:
+            lookup = self._recheck.before_deciding(client.listener, decisions)
+            if lookup is not None:  # the view is known stale for some partition
+                return self._after_lookup(lookup, settings, client, frame, header, request)
+        return self._act(settings, client, frame, header, request, now, view, decisions)
+
+    async def _after_lookup(
+        self,
+        lookup: Awaitable[frozenset[tuple[TopicKey, int]]],
+        settings: EnforcementSettings,
+        client: ClientInfo,
+        frame: memoryview,
+        header: RequestHeader,
+        request: ProduceRequest,
+    ) -> Action:
+        """Decide on the view a lookup brought; the partitions it could not bring one for
+        are refused as on stale metadata (or forwarded with ``fail_open``)."""
+        failed = await lookup
+        now = self._clock()
+        view = self._store.view
+        decisions = decide(request, view, settings.rule, now)
+        if failed:
+            decisions = distrust(decisions, failed, settings.rule)
         return self._act(settings, client, frame, header, request, now, view, decisions)
 
     async def _after_refresh(
@@ -226,7 +253,7 @@ class RackEnforcer:
                 transform = self._recheck.wrap(
                     transform, settings.rule, header.correlation_id,
                     tuple((d.topic_key, d.partition) for d in decisions),
-                    lambda: request, now, read)
+                    lambda: request, now, view, read)
                 read = None
             return Forward(frame, True, transform, read=read)
         synthetic = {(d.topic_key, d.partition): self._result(d, settings) for d in rejected}
@@ -241,7 +268,7 @@ class RackEnforcer:
             transform = self._recheck.wrap(
                 transform, settings.rule, header.correlation_id,
                 tuple((d.topic_key, d.partition) for d in decisions if d.verdict
-                      not in REJECTING), forwarded_walk(forwarded), now, read)
+                      not in REJECTING), forwarded_walk(forwarded), now, view, read)
             read = None
         return Forward(forwarded, True, transform, read=read)
 

@@ -29,7 +29,7 @@ gives up (None) at the first topic or partition the view lacks, exactly when
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
@@ -247,6 +247,23 @@ def _decide(
                     verdict = passed
             append(make(key, name, index, verdict, required, isr, racks, leader, min_isr, age))
     return decisions
+
+
+def distrust(decisions: list[Decision], keys: Container[tuple[TopicKey, int]],
+             rule: RackRule) -> list[Decision]:
+    """``decisions`` with each one of ``keys`` that the rule applies to and would forward
+    made the stale-metadata verdict (METADATA_STALE, or STALE_FAIL_OPEN with
+    ``fail_open``): the view is known to be older than what these partitions need (a
+    lookup for them failed), so it proves nothing for them."""
+    stale = Verdict.STALE_FAIL_OPEN if rule.fail_open else Verdict.METADATA_STALE
+    out = []
+    for d in decisions:
+        if (d.verdict in (Verdict.PASS, Verdict.BELOW_MIN_ISR)
+                and (d.topic_key, d.partition) in keys
+                and (d.required_racks > 1 or rule.minimums(d.topic) is not None)):
+            d = d._replace(verdict=stale)
+        out.append(d)
+    return out
 
 
 def unknown_partitions(request: ProduceRequest, view: ClusterView) -> bool:

@@ -60,9 +60,11 @@ class RuleFields(BaseModel):
     ack_recheck_after_ms: int = Field(
         default=500,
         ge=0,
-        description="Enforcing mode: an acks=all answer slower than this is held for a "
-        "metadata refresh, and a success the rule would then refuse becomes "
-        "NOT_ENOUGH_REPLICAS_AFTER_APPEND; 0: off",
+        description="Enforcing mode: an acks=all answer slower than this makes its "
+        "partitions suspect: their answers and produces wait for metadata fetched after it, "
+        "and a success the rule would then refuse becomes NOT_ENOUGH_REPLICAS_AFTER_APPEND; "
+        "a produce sent to a broker the view does not show as leader waits for a lookup "
+        "too; 0: off",
     )
     topic_config_refresh_interval_ms: int = Field(
         default=30_000,

@@ -86,6 +86,16 @@ class SystemRig:
         self.stopped.append(rack)
         (self.kill_rack_fn or self.stop_rack_fn)(rack)
 
+    def kill_racks(self, racks: list[str]) -> None:
+        """Several racks killed together (the local cluster signals every broker first);
+        elsewhere one after the other."""
+        if self.cluster is None:
+            for rack in racks:
+                self.kill_rack(rack)
+            return
+        self.stopped.extend(racks)
+        self.cluster.kill_racks(racks)
+
     def freeze_rack(self, rack: str) -> None:
         if self.freeze_rack_fn is None:
             raise NotImplementedError("this rig cannot freeze a rack (RGTEST_FREEZE_RACK_CMD)")
