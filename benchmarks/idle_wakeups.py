@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.idle_wakeups                      # the simulator
     .venv/bin/python -m benchmarks.idle_wakeups --upstream 127.0.0.1:9092,...  # a cluster
+    flock /tmp/rackguard-kafka.lock .venv/bin/python -m benchmarks.idle_wakeups --real
     .venv/bin/python -m benchmarks.idle_wakeups --no-config-topic --window 60
 
 Two measurements over ``--window`` seconds after ``--warmup``:
@@ -16,10 +17,11 @@ Two measurements over ``--window`` seconds after ``--warmup``:
    control connections and aiokafka's, by API); each thread's CPU. The instrumentation
    costs CPU itself: read the counts from it, the CPU from 1.
 
-Without ``--upstream`` a simulated 6-broker cluster (three racks) runs in a subprocess
-(its CPU is not counted). The simulator is a test double: this measures the proxy's own
-wake-ups, which are the same in front of either (the figures in front of real Kafka are
-in docs/performance.md, "Fleet cost").
+``--real`` starts the suite's real cluster (six Kafka brokers in three racks, as
+``benchmarks/fleet.py`` does) and stops it at the end. Without either, a simulated
+6-broker cluster (three racks) runs in a subprocess (its CPU is not counted). The
+simulator is a test double: it shows the proxy's own wake-ups; the figures that count
+are in front of real Kafka (docs/performance.md, "Fleet cost").
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.fleet import cpu_seconds, rss_mb  # noqa: E402
+from benchmarks.fleet import Cluster, cpu_seconds, rss_mb  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RACKGUARD = str(Path(sys.executable).parent / "rackguard")
@@ -287,6 +289,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--upstream", default=None,
                         help="HOST:PORT,... of a cluster (default: start the simulator)")
+    parser.add_argument("--real", action="store_true",
+                        help="start the suite's real Kafka cluster (under the flock)")
     parser.add_argument("--window", type=float, default=60.0)
     parser.add_argument("--warmup", type=float, default=10.0)
     parser.add_argument("--no-config-topic", action="store_true")
@@ -294,12 +298,18 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="rg-idle-"))
     simulator = None
+    cluster = None
     upstream = args.upstream
-    if upstream is None:
+    if args.real:
+        cluster = Cluster(work / "cluster")
+        cluster.start()
+        upstream = cluster.bootstrap
+    elif upstream is None:
         simulator, upstream = start_simulator(work)
     config_topic = not args.no_config_topic
     try:
-        print(f"# upstream {'simulator' if simulator else upstream}, config topic "
+        where = "simulator" if simulator else "real Kafka" if cluster else upstream
+        print(f"# upstream {where}, config topic "
               f"{'on' if config_topic else 'off'}, window {args.window:.0f} s")
         if args.only != "breakdown":
             used, rss = process_cost(upstream, config_topic, args.warmup, args.window,
@@ -312,6 +322,8 @@ def main() -> None:
         if simulator is not None:
             simulator.terminate()
             simulator.wait(20)
+        if cluster is not None:
+            cluster.stop()
 
 
 if __name__ == "__main__":
