@@ -71,6 +71,8 @@ change arrives no later for it; an idle sidecar asks once a second, not ten time
 (docs/performance.md, "Fleet cost"). The consumer's request timeout is this plus
 ``request_timeout_s``: a fetch the leader holds is not a slow broker."""
 READ_WAKE_S = 2 * FETCH_WAIT_S  # how often the reading loop looks at the silence bound
+OVERDUE_S = 0.5  # a long poll unanswered this long past its wait: the leader may hang
+HANG_WAKE_S = 0.5  # then the reader asks for metadata this often, until it is answered
 
 TOPIC_ALREADY_EXISTS = 36
 # a write is tried again on these (the leadership moves), within write_budget_s
@@ -315,8 +317,9 @@ class ConfigTopicStore:
             group_id=None, enable_auto_commit=False,
             # a long poll is answered after up to wait_ms: the request timeout is beyond it
             request_timeout_ms=wait_ms + ms, fetch_max_wait_ms=wait_ms,
-            # its fetcher's loop wakes on its own answers; this is only its safety net
-            consumer_timeout_ms=wait_ms,
+            # its fetcher's loop wakes on its own answers; this bounds how soon it fetches
+            # from a new leader once the metadata names one (a hang, below)
+            consumer_timeout_ms=int(HANG_WAKE_S * 1000),
             retry_backoff_ms=int(self.settings.retry_backoff_s * 1000),
             metadata_max_age_ms=max(ms * 5, 30_000), **self.settings.security)
         await consumer.start()
@@ -335,7 +338,16 @@ class ConfigTopicStore:
                 # each batch, never only when a long poll comes back empty
                 if not self.caught_up and await consumer.position(tp) >= end:
                     self._mark_caught_up()
-                batches = await consumer.getmany(tp, timeout_ms=int(READ_WAKE_S * 1000),
+                wake = READ_WAKE_S
+                if self._wall() - self._answered > FETCH_WAIT_S + OVERDUE_S:
+                    # the leader holds no long poll this long: it may hang (a zone that
+                    # stopped answering). Its fetch times out only after the wait and the
+                    # request timeout, and aiokafka asks for metadata then; Kafka fences a
+                    # hung leader and elects another meanwhile: ask every HANG_WAKE_S, so a
+                    # change written to the new leader is read from it at once
+                    consumer._client.force_metadata_update()  # noqa: SLF001
+                    wake = HANG_WAKE_S
+                batches = await consumer.getmany(tp, timeout_ms=int(wake * 1000),
                                                  max_records=1000)
                 for record in batches.get(tp, ()):
                     self._absorb(record)
