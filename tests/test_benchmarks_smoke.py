@@ -114,3 +114,13 @@ def test_losswatch_cost_figures_are_sane() -> None:
     assert 0 < off < on < 10 * off + 100  # the watch costs something, not the world
     (per_partition,) = figures(r"loss watch memory: # bytes per tracked partition", out)
     assert 50 < per_partition < 5000
+
+
+def test_idle_wakeups_figures_are_sane() -> None:
+    out = run("idle_wakeups", "--window", "3", "--warmup", "1")
+    cpu, rss = figures(r"idle: # % of a core, # MB RSS", out)
+    assert 0 <= cpu < 50 and 10 < rss < 1000
+    woke, = figures(r"the loop woke # times a second", out)
+    assert 0 < woke < 1000
+    fetches, = figures(r"\| aiokafka FetchRequest \| # \|", out)  # the config topic's reader
+    assert 0 < fetches < 5  # a long poll: about one a second, not ten

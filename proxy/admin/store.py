@@ -64,6 +64,16 @@ from proxy.cluster.view import ClusterView
 
 log = logging.getLogger("rackguard.admin.store")
 
+FETCH_WAIT_S = 1.0
+"""How long the leader holds the reader's fetch while there is nothing new: a long poll.
+A record written meanwhile (a change through another proxy) is answered at once, so a
+change arrives no later for it; an idle sidecar asks once a second, not ten times
+(docs/performance.md, "Fleet cost"). The consumer's request timeout is this plus
+``request_timeout_s``: a fetch the leader holds is not a slow broker."""
+READ_WAKE_S = 2 * FETCH_WAIT_S  # how often the reading loop looks at the silence bound
+OVERDUE_S = 0.5  # a long poll unanswered this long past its wait: the leader may hang
+HANG_WAKE_S = 0.5  # then the reader asks for metadata this often, until it is answered
+
 TOPIC_ALREADY_EXISTS = 36
 # a write is tried again on these (the leadership moves), within write_budget_s
 RETRIABLE = (KafkaTimeoutError, RequestTimedOutError, NotLeaderForPartitionError,
@@ -300,13 +310,18 @@ class ConfigTopicStore:
 
     async def _read_forever(self) -> None:
         tp = TopicPartition(self.settings.topic, 0)
+        wait_ms = int(FETCH_WAIT_S * 1000)
         ms = int(self.settings.request_timeout_s * 1000)
         consumer = AIOKafkaConsumer(
             bootstrap_servers=list(self.settings.bootstrap), client_id=self.settings.client_id,
-            group_id=None, enable_auto_commit=False, request_timeout_ms=ms,
-            fetch_max_wait_ms=100,
+            group_id=None, enable_auto_commit=False,
+            # a long poll is answered after up to wait_ms: the request timeout is beyond it
+            request_timeout_ms=wait_ms + ms, fetch_max_wait_ms=wait_ms,
+            # its fetcher's loop wakes on its own answers; this bounds how soon it fetches
+            # from a new leader once the metadata names one (a hang, below)
+            consumer_timeout_ms=int(HANG_WAKE_S * 1000),
             retry_backoff_ms=int(self.settings.retry_backoff_s * 1000),
-            metadata_max_age_ms=max(ms * 5, 5000), **self.settings.security)
+            metadata_max_age_ms=max(ms * 5, 30_000), **self.settings.security)
         await consumer.start()
         try:
             consumer.assign([tp])
@@ -319,12 +334,24 @@ class ConfigTopicStore:
             if self._answered == 0.0:
                 self._answered = started
             while True:
-                batches = await consumer.getmany(tp, timeout_ms=500, max_records=1000)
+                # read to its end: at start (an empty topic is read at once), then after
+                # each batch, never only when a long poll comes back empty
+                if not self.caught_up and await consumer.position(tp) >= end:
+                    self._mark_caught_up()
+                wake = READ_WAKE_S
+                if self._wall() - self._answered > FETCH_WAIT_S + OVERDUE_S:
+                    # the leader holds no long poll this long: it may hang (a zone that
+                    # stopped answering). Its fetch times out only after the wait and the
+                    # request timeout, and aiokafka asks for metadata then; Kafka fences a
+                    # hung leader and elects another meanwhile: ask every HANG_WAKE_S, so a
+                    # change written to the new leader is read from it at once
+                    consumer._client.force_metadata_update()  # noqa: SLF001
+                    wake = HANG_WAKE_S
+                batches = await consumer.getmany(tp, timeout_ms=int(wake * 1000),
+                                                 max_records=1000)
                 for record in batches.get(tp, ()):
                     self._absorb(record)
                     self._read_to = record.offset + 1
-                if not self.caught_up and await consumer.position(tp) >= end:
-                    self._mark_caught_up()
                 polled = consumer.last_poll_timestamp(tp)
                 if polled is not None:  # the leader's last fetch answer
                     self._answered = max(self._answered, polled / 1000)
@@ -336,10 +363,10 @@ class ConfigTopicStore:
             await _quietly(consumer.stop())
 
     def _check_fresh(self, silent_s: float) -> bool:
-        """A fetch answers at least every 100 ms while the leader is reachable; silence
-        beyond a few request timeouts is a read failure (counted once, shown until it
-        ends; True: the consumer is started again from the configured brokers). aiokafka
-        follows the leadership meanwhile, among the brokers it knows."""
+        """A fetch answers at least every FETCH_WAIT_S while the leader is reachable;
+        silence beyond that and a few request timeouts is a read failure (counted once,
+        shown until it ends; True: the consumer is started again from the configured
+        brokers). aiokafka follows the leadership meanwhile, among the brokers it knows."""
         if silent_s <= self._silence_limit_s:
             if self.last_error is not None:
                 log.info("config topic %s: reading again", self.settings.topic)
@@ -354,7 +381,7 @@ class ConfigTopicStore:
 
     @property
     def _silence_limit_s(self) -> float:
-        return max(3 * self.settings.request_timeout_s, 5.0)
+        return FETCH_WAIT_S + max(3 * self.settings.request_timeout_s, 5.0)
 
     def _absorb(self, record: Any) -> None:
         try:

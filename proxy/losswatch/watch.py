@@ -92,6 +92,8 @@ class _Expected:
                         topic, index, self.node if self.node >= 0 else
                         watch.leader_of(topic, index), self.level, base, count, self.client,
                         watch.now)
+                    if watch._dormant:  # the first entry after a quiet spell: ticks again
+                        watch.rouse()
                 return
             results = produce_results(frame, version)
             state = watch.state
@@ -103,6 +105,8 @@ class _Expected:
                     state.acknowledged(topic, index, node if node >= 0 else
                                        watch.leader_of(topic, index), self.level, result[1],
                                        count, self.client, now)
+            if watch._dormant:  # the first entry after a quiet spell: ticks again
+                watch.rouse()
         except Exception as exc:  # noqa: BLE001 - never the client's connection
             watch.failures += 1
             log.debug("loss watch: answer not read: %s", exc)
@@ -123,6 +127,7 @@ class LossWatch:
         self._nodes: dict[str, int] = {}
         self._client_ids: dict[bytes, str] = {}
         self._wake = asyncio.Event()
+        self._dormant = False  # nothing tracked: the loop waits for a produce, no ticks
         self._checked_at = self._expired_at = self.now
         self.failures = 0  # answers or requests the watch could not read
 
@@ -159,6 +164,8 @@ class LossWatch:
         node = self._nodes.get(client.listener)
         if node is None:
             node = self._nodes[client.listener] = _node_of(client.listener)
+        if self._dormant:
+            self.rouse()
         return _Expected(self, node, client_id, ACKS_ALL if acks == -1 else ACKS_ONE,
                          parts).answered
 
@@ -187,6 +194,13 @@ class LossWatch:
     def _row(view: ClusterView, topic: TopicKey, index: int) -> PartitionRow | None:
         state = view.topic(topic)
         return state.partitions.rows.get(index) if state is not None else None
+
+    def rouse(self) -> None:
+        """A produce after a quiet spell (the loop slept, the coarse clock stood still):
+        the clock moves now, and the loop wakes to tick while anything is tracked."""
+        self._dormant = False
+        self.now = self._clock()
+        self._wake.set()
 
     # ----- suspicion
     def view_changed(self, old: ClusterView, new: ClusterView) -> None:
@@ -295,14 +309,22 @@ class LossWatch:
         del self.pending[key]
 
     async def run(self) -> None:
-        """Tick every second; check pending partitions as they come due."""
+        """Tick every second while anything is tracked; check pending partitions as they
+        come due. With nothing tracked (an idle sidecar) it sleeps until a produce is
+        forwarded (:meth:`rouse`): nothing to expire or check, no periodic wake-up."""
         while True:
-            wait = min(TICK_S, self.settings.confirm_delay_s) if self.pending else TICK_S
+            wait: float | None = None
+            if self.pending:
+                wait = min(TICK_S, self.settings.confirm_delay_s)
+            elif len(self.state):
+                wait = TICK_S
+            self._dormant = wait is None
             try:
                 async with asyncio.timeout(wait):
                     await self._wake.wait()
             except TimeoutError:
                 pass
+            self._dormant = False
             self._wake.clear()
             self.tick()
             if self.pending:

@@ -11,6 +11,7 @@ one line of text. Any other path is 404. It binds only the given host.
 from __future__ import annotations
 
 import logging
+import selectors
 import socket
 import threading
 from collections.abc import Callable, Mapping
@@ -29,6 +30,19 @@ Render = Callable[[], bytes]  # the whole /metrics body, Prometheus text format 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    timeout = 0.0  # handle_request: a connection said ready is taken, never waited for
+
+    def serve_until_woken(self, wake: socket.socket) -> None:
+        """``serve_forever`` without its poll twice a second (an idle sidecar's thread
+        would wake for nothing): it waits for a connection or for a byte on ``wake``."""
+        with selectors.DefaultSelector() as selector:
+            selector.register(self, selectors.EVENT_READ)
+            selector.register(wake, selectors.EVENT_READ)
+            while True:
+                ready = selector.select()
+                if any(key.fileobj is wake for key, _ in ready):
+                    return
+                self.handle_request()
 
 
 class _Server6(_Server):
@@ -53,6 +67,7 @@ class OpsHttpServer:
         self._documents = dict(documents or {})
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._wake: tuple[socket.socket, socket.socket] | None = None
 
     @property
     def port(self) -> int:
@@ -64,18 +79,25 @@ class OpsHttpServer:
         """Bind (raises OSError if the port is taken) and serve in a daemon thread."""
         cls = _Server6 if ":" in self._host else _Server
         self._server = cls((self._host, self._port), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        name="rackguard-http", daemon=True)
+        self._wake = socket.socketpair()
+        self._thread = threading.Thread(target=self._server.serve_until_woken,
+                                        args=(self._wake[0],), name="rackguard-http",
+                                        daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        if self._wake is not None:
+            self._wake[1].send(b"x")
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        if self._server is not None:
+            self._server.server_close()
+            self._server = None
+        if self._wake is not None:
+            for end in self._wake:
+                end.close()
+            self._wake = None
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         ops = self

@@ -101,6 +101,20 @@ def wait_ready(url: str, timeout: float = 120) -> None:
         time.sleep(0.5)
 
 
+def config_metrics(rig: SystemRig) -> dict[str, float]:
+    """The rig's proxy's config-topic counters: changes applied, read failures."""
+    assert rig.metrics_url is not None
+    with urllib.request.urlopen(rig.metrics_url, timeout=5) as r:
+        text = r.read().decode()
+    out = {"changes": 0.0, "read_failures": 0.0}
+    for line in text.splitlines():
+        if line.startswith("rackguard_config_changes_total{"):
+            out["changes"] += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("rackguard_config_topic_read_failures_total"):
+            out["read_failures"] += float(line.rsplit(" ", 1)[1])
+    return out
+
+
 def test_kafka_configs_during_a_rack_outage(rig: SystemRig, zonal: str,
                                            tmp_path: Path) -> None:
     assert rig.cluster is not None
@@ -129,8 +143,18 @@ def test_kafka_configs_during_a_rack_outage(rig: SystemRig, zonal: str,
         assert f"STATIC_BROKER_CONFIG:{R}=2" in shown, shown  # the proxy's own flag
         assert produce(second.bootstrap, zonal, b"second") == (0, "")
 
+        before = config_metrics(rig)
         configs(rig, "--alter", "--entity-name", zonal, "--add-config", f"{R}=2",
                 bootstrap=second.bootstrap)
+        stored = time.monotonic()  # the second proxy answered: the change is stored
+        # the first proxy's reader long-polls the config topic: the leader answers it as
+        # soon as the record is committed, not when its wait ends
+        while (now := config_metrics(rig))["changes"] == before["changes"]:
+            assert time.monotonic() - stored < 5, (
+                f"the change was not applied by the first proxy within 5 s ({now})")
+            time.sleep(0.05)
+        print(f"applied by the first proxy {time.monotonic() - stored:.2f} s after "
+              f"kafka-configs returned through the second ({now})")
         wait_until(lambda: produce(first, zonal, b"x")[0] == NOT_ENOUGH_REPLICAS,
                    "the restored value in force on the first proxy", timeout=5)
     finally:

@@ -289,3 +289,28 @@ def test_topic_ids_are_resolved_for_the_report() -> None:
     rig.leaders.logs[(T, 0)] = LeaderLog(2, 4, epoch_start=5, high_watermark=5)
     rig.rounds(2)
     assert rig.lost() == 15
+
+
+def test_an_idle_watch_sleeps_until_a_produce_and_its_clock_is_fresh_then() -> None:
+    """Nothing tracked: the loop neither ticks nor reads the clock (an idle sidecar wakes
+    for nothing); the first produce after the quiet spell moves the coarse clock at once,
+    so its entry is not taken for an idle one, and the loop ticks while it is tracked."""
+    rig = Rig()
+    rig.view(leader=1, isr=(1, 4, 2, 5, 3), epoch=3)
+
+    async def scenario() -> None:
+        ticks: list[float] = []
+        tick = rig.watch.tick
+        rig.watch.tick = lambda: (ticks.append(rig.clock.t), tick())[1]  # type: ignore
+        runner = asyncio.ensure_future(rig.watch.run())
+        await asyncio.sleep(1.5)  # more than a tick (1 s) of real time, nothing tracked
+        assert ticks == [] and rig.watch._dormant
+        rig.clock.t += 7200.0  # two hours pass; the idle bound is one
+        rig.ack(1, 0, 10)
+        assert rig.watch.now == rig.clock.t  # moved by the produce, not by a tick
+        await asyncio.sleep(0)
+        assert len(ticks) >= 1 and len(rig.watch.state) == 1  # not expired as idle
+        assert not rig.watch._dormant  # an entry is tracked: it ticks again
+        runner.cancel()
+
+    asyncio.run(scenario())
