@@ -63,11 +63,11 @@ class Chunk:
     """Requests taken by the writer: ``count`` rows of ``ROW`` bytes and what they own."""
 
     count: int
-    rows: bytes  # count * ROW
+    rows: bytearray  # count * ROW
     partitions: int  # in all
-    parts: bytes  # partitions * PART.size
-    codes: bytes  # one outcome code per partition
-    answers: bytes  # the answers, one after the other
+    parts: bytearray  # partitions * PART.size
+    codes: bytearray  # one outcome code per partition
+    answers: bytearray  # the answers, one after the other
     who: Sequence[str | None]  # client id, client address, per request
     topics: Sequence[str]
     topic_ids: Sequence[bytes]
@@ -131,7 +131,7 @@ class RowBuffer:
         if count <= 0:
             return None
         size = count * ROW
-        rows = bytes(self._rows[:size])
+        rows = self._rows[:size]  # a copy (a slice of a bytearray), owned by the writer
         del self._rows[:size]
         ints = memoryview(rows).cast("i")
         stride = ROW // 4
@@ -140,11 +140,11 @@ class RowBuffer:
         ids = sum(ints[F_IDS::stride])
         answer_bytes = sum(ints[F_ANSWER_LEN::stride])
         ints.release()
-        parts = bytes(self._parts[:partitions * PART.size])
+        parts = self._parts[:partitions * PART.size]
         del self._parts[:partitions * PART.size]
-        codes = bytes(self._codes[:partitions])
+        codes = self._codes[:partitions]
         del self._codes[:partitions]
-        answers = bytes(self._answers[:answer_bytes])
+        answers = self._answers[:answer_bytes]
         del self._answers[:answer_bytes]
         who = self._who[:2 * count]
         del self._who[:2 * count]

@@ -138,6 +138,7 @@ class DecisionLedger:
         self._versions = Versions()
         self._differ = SnapshotDiffer(config.instance_id, self.run)
         self._buffer = RowBuffer()
+        self._queue_size, self._queue_bytes = config.queue_size, config.queue_bytes
         self._rows_in = self._rows_out = 0  # written by the loop, by the writer
         self._bytes_in = self._bytes_out = 0
         self._requests = itertools.count(1)
@@ -176,9 +177,15 @@ class DecisionLedger:
                 return None
             wall = self.wall_clock()
             versions = self._versions
-            view_seq = versions.view_seq(view, wall)
-            rule_seq = versions.rule_seq(rule if rule is not None else self._rule_source(),
-                                         observe, dedicated_code, wall)
+            last_view, view_seq = versions.last_view
+            if last_view is not view:
+                view_seq = versions.view_seq(view, wall)
+            if rule is None:
+                rule = self._rule_source()
+            key, rule_seq = versions.last_rule
+            if key is None or key[0] is not rule or key[1] is not observe \
+                    or key[2] != dedicated_code:
+                rule_seq = versions.rule_seq(rule, observe, dedicated_code, wall)
             topics, ids, parts, rows = packed_partitions(request, frame, view)
             codes = outcome_codes(decisions, observe)
             head = HEAD.pack(wall, next(self._requests), view_seq, rule_seq,
@@ -198,27 +205,42 @@ class DecisionLedger:
     def complete(self, entry: Entry, frame: memoryview) -> None:
         """The broker answered the entry's forwarded partitions (never raises)."""
         try:
-            self._add(entry, TAIL.pack((self.clock() - entry.sent_at) * 1000, len(frame)),
-                      frame)
+            rows = entry.rows
+            if (self._rows_in - self._rows_out + rows > self._queue_size
+                    or self._bytes_in - self._bytes_out > self._queue_bytes
+                    or self._buffer.torn):
+                self._refuse(rows)
+                return
+            self._buffer.add(entry, TAIL.pack((self.clock() - entry.sent_at) * 1000,
+                                              len(frame)), frame)
+            self._rows_in += rows
+            self._bytes_in += held_bytes(rows, len(frame))
+            if (self._rows_in - self._rows_out) * 2 > self._queue_size:
+                self._wake_early()
         except Exception:  # noqa: BLE001 - never into the data path
             self._drop("record_error", entry.rows, exc_info=True)
 
     def _add(self, entry: Entry, tail: bytes, answer: memoryview | None) -> None:
+        """Queue a request the broker did not answer (``complete`` inlines the same)."""
         rows = entry.rows
-        buffer = self._buffer
-        config = self.config
-        if buffer.torn:  # an append failed half way: the writer empties the buffer first
-            self._drop("record_error", rows)
+        if (self._rows_in - self._rows_out + rows > self._queue_size
+                or self._bytes_in - self._bytes_out > self._queue_bytes
+                or self._buffer.torn):
+            self._refuse(rows)
             return
-        if (self._rows_in - self._rows_out + rows > config.queue_size
-                or self._bytes_in - self._bytes_out > config.queue_bytes):
-            self._drop("queue_full", rows)
-            return
-        buffer.add(entry, tail, answer)
+        self._buffer.add(entry, tail, answer)
         self._rows_in += rows
         self._bytes_in += held_bytes(rows, len(answer) if answer is not None else 0)
-        if (self._rows_in - self._rows_out) * 2 > config.queue_size \
-                and not self._wake.is_set():  # flush early rather than drop
+        if (self._rows_in - self._rows_out) * 2 > self._queue_size:
+            self._wake_early()
+
+    def _refuse(self, rows: int) -> None:
+        # torn: an append failed half way, and the writer empties the buffer first
+        self._drop("record_error" if self._buffer.torn else "queue_full", rows)
+
+    def _wake_early(self) -> None:
+        """Half the queue bound is used: the writer flushes now rather than drop rows."""
+        if not self._wake.is_set():
             self._wake.set()
 
     def seal(self) -> None:
