@@ -24,7 +24,13 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from protocol.primitives import Buffer
-from protocol.produce import ProduceRequest, record_counts
+from protocol.produce import (
+    BATCH_HEADER_SIZE,
+    BATCH_LENGTH_OVERHEAD,
+    BATCH_PEEK,
+    ProduceRequest,
+    record_counts,
+)
 from proxy.cluster.view import ClusterView
 from proxy.enforce.policy import NOT_ENOUGH_REPLICAS, Decision, Verdict
 from proxy.ledger.buffer import PART
@@ -144,6 +150,10 @@ def packed_partitions(request: ProduceRequest, frame: Buffer, view: ClusterView
     names: list[str] = []
     ids: list[bytes] | None = None
     packed: list[bytes] = []
+    add = packed.append
+    pack = _PACK_PART
+    peek = BATCH_PEEK
+    length = len(frame)
     for number, topic in enumerate(topics):
         name = topic.name
         if name is None:  # v13+: by id
@@ -152,11 +162,19 @@ def packed_partitions(request: ProduceRequest, frame: Buffer, view: ClusterView
             ids = [] if ids is None else ids
             ids.append(tid)
         names.append(name)
-        ps = topic.partitions
-        spans = [p.records for p in ps]
-        # -1: unreadable (the broker judges it)
-        packed += map(_PACK_PART, [number] * len(ps), [p.index for p in ps],
-                      record_counts(frame, spans),
-                      [s[1] - s[0] if s is not None else 0 for s in spans])
+        for p in topic.partitions:  # one loop, the count read inline: no list per column
+            span = p.records
+            if span is None:
+                add(pack(number, p.index, 0, 0))
+                continue
+            pos, end = span
+            size = end - pos
+            if size >= BATCH_HEADER_SIZE and end <= length:
+                batch_length, magic, count = peek(frame, pos)
+                if magic == 2 and batch_length + BATCH_LENGTH_OVERHEAD == size and count >= 0:
+                    add(pack(number, p.index, count, size))
+                    continue
+            # several batches, an old format, or unreadable (-1: the broker judges it)
+            add(pack(number, p.index, record_counts(frame, (span,))[0], size))
     return (tuple(names), tuple(ids) if ids is not None else None, b"".join(packed),
             len(packed))

@@ -12,10 +12,13 @@ when they change (snapshot rows) and a tick every ``snapshot_interval_s``. File 
 them; the proxy never imports it.
 
 Invariants:
-- the event loop never blocks on the ledger and does O(partitions) integer work per
-  request (no encoding, no I/O, no per-view copy); the writer thread (pyarrow,
-  imported there) does the rest every ``flush_interval_s`` (sooner when half the queue
-  bound is used: large batches, since a flush's cost is mostly fixed);
+- the event loop never blocks on the ledger: per request it packs a few numbers and
+  its partitions (O(partitions) integer work, no encoding, no I/O, no per-view copy)
+  and appends them to the queue's buffers (:mod:`proxy.ledger.buffer`: no lock, no
+  queue operation per request); the writer thread (pyarrow, imported there) does the
+  rest every ``flush_interval_s`` (sooner when half the queue bound is used: large
+  batches, since a flush's cost is mostly fixed), reinterpreting the bytes as Arrow
+  columns (:mod:`proxy.ledger.tables`);
 - the queue is bounded in partition-writes (``queue_size``) and in the bytes it
   holds (``queue_bytes``); beyond either, rows are dropped, never waited for;
 - nothing the ledger does can fail a client's request: :meth:`DecisionLedger.record`
