@@ -3,21 +3,22 @@
 A recorded request is appended whole, in one call (:meth:`RowBuffer.add`), when it
 is complete (the broker answered, or the proxy answered every partition itself):
 its fixed-size record of numbers (``HEAD`` packed when it was decided, ``TAIL``
-when it was answered) to one ``bytearray``, its partitions (four int32 each:
-topic number, partition, records, bytes) and their outcome codes (one byte each)
-to two more, the broker's answer as it came to a fourth, and its strings (client
-id and address, topic names, topic ids) to three lists, by reference. Nothing is
-built per partition and nothing is decoded: the writer thread turns a taken chunk
-into Arrow columns by reinterpreting the bytes (:mod:`proxy.ledger.tables`).
+when it was answered), its partitions (four int32 each: topic number, partition,
+records, bytes), their outcome codes (one byte each) and the broker's answer as
+it came, each a ``bytes`` appended to a list, and its strings (client id and
+address, topic names, topic ids) to three more lists, by reference. Nothing is
+built per partition and nothing is decoded: the writer thread joins a taken
+chunk's bytes and turns them into Arrow columns by reinterpreting them
+(:mod:`proxy.ledger.tables`).
 
 The hand-off takes no lock and no queue operation per request: the loop only
 appends at the ends and then counts the request (``done``); the writer
-(:meth:`RowBuffer.take`) copies and deletes the leading bytes and items of the
-requests counted so far, which a request being appended never touches. Each append
-and each copy-and-delete is one call into C on a ``bytearray`` or a ``list``, so
-under the GIL the two threads never see one half done, and nothing here ever
-rebinds a buffer. Should an append fail half way (out of memory), the buffer is
-``torn``: the loop stops adding and the writer empties it (:meth:`RowBuffer.reset`).
+(:meth:`RowBuffer.take`) copies and deletes the leading items of the requests
+counted so far, which a request being appended never touches. Each append and
+each copy-and-delete is one call into C on a ``list``, so under the GIL the two
+threads never see one half done, and nothing here ever rebinds a list. Should an
+append fail half way (out of memory), the buffer is ``torn``: the loop stops
+adding and the writer empties it (:meth:`RowBuffer.reset`).
 
 Invariant: the first ``done - taken`` requests of every buffer are complete and in
 the same order; the writer reads nothing beyond them.
@@ -63,11 +64,11 @@ class Chunk:
     """Requests taken by the writer: ``count`` rows of ``ROW`` bytes and what they own."""
 
     count: int
-    rows: bytearray  # count * ROW
+    rows: bytes  # count * ROW
     partitions: int  # in all
-    parts: bytearray  # partitions * PART.size
-    codes: bytearray  # one outcome code per partition
-    answers: bytearray  # the answers, one after the other
+    parts: bytes  # partitions * PART.size
+    codes: bytes  # one outcome code per partition
+    answers: bytes  # the answers, one after the other
     who: Sequence[str | None]  # client id, client address, per request
     topics: Sequence[str]
     topic_ids: Sequence[bytes]
@@ -84,10 +85,15 @@ class RowBuffer:
                  "taken", "torn")
 
     def __init__(self) -> None:
-        self._rows = bytearray()
-        self._parts = bytearray()
-        self._codes = bytearray()
-        self._answers = bytearray()
+        # lists of references: two records, one partitions' and one outcomes' bytes and
+        # one answer (b"": none) per request. The bytes objects come from the
+        # interpreter's allocator, which reuses the memory of those the writer freed;
+        # growing one long bytearray instead faulted in fresh pages after every flush
+        # (about one page fault per 50-partition request)
+        self._rows: list[bytes] = []
+        self._parts: list[bytes] = []
+        self._codes: list[bytes] = []
+        self._answers: list[bytes] = []
         self._who: list[str | None] = []
         self._topics: list[str] = []
         self._ids: list[bytes] = []
@@ -97,18 +103,14 @@ class RowBuffer:
 
     def add(self, entry: Entry, tail: bytes, answer: memoryview | None) -> None:
         """Append one complete request (the loop; ``tail`` packed beforehand, so nothing
-        that can fail on a value runs once the first byte is appended)."""
+        that can fail on a value runs once the first item is appended)."""
         try:
             rows = self._rows
-            rows += entry.head
-            rows += tail
-            parts = self._parts
-            parts += entry.parts
-            codes = self._codes
-            codes += entry.codes
-            if answer is not None:
-                answers = self._answers
-                answers += answer
+            rows.append(entry.head)
+            rows.append(tail)
+            self._parts.append(entry.parts)
+            self._codes.append(entry.codes)
+            self._answers.append(bytes(answer) if answer is not None else b"")
             who = self._who
             who += entry.who
             topics = self._topics
@@ -130,22 +132,19 @@ class RowBuffer:
         count = min(self.done - self.taken, most)
         if count <= 0:
             return None
-        size = count * ROW
-        rows = self._rows[:size]  # a copy (a slice of a bytearray), owned by the writer
-        del self._rows[:size]
+        rows = b"".join(self._rows[:2 * count])
+        del self._rows[:2 * count]
+        parts = b"".join(self._parts[:count])
+        del self._parts[:count]
+        codes = b"".join(self._codes[:count])
+        del self._codes[:count]
+        answers = b"".join(self._answers[:count])
+        del self._answers[:count]
         ints = memoryview(rows).cast("i")
         stride = ROW // 4
-        partitions = sum(ints[F_ROWS::stride])
         topics = sum(ints[F_TOPICS::stride])
         ids = sum(ints[F_IDS::stride])
-        answer_bytes = sum(ints[F_ANSWER_LEN::stride])
         ints.release()
-        parts = self._parts[:partitions * PART.size]
-        del self._parts[:partitions * PART.size]
-        codes = self._codes[:partitions]
-        del self._codes[:partitions]
-        answers = self._answers[:answer_bytes]
-        del self._answers[:answer_bytes]
         who = self._who[:2 * count]
         del self._who[:2 * count]
         names = self._topics[:topics]
@@ -153,14 +152,14 @@ class RowBuffer:
         topic_ids = self._ids[:ids]
         del self._ids[:ids]
         self.taken += count
-        return Chunk(count, rows, partitions, parts, codes, answers, who, names, topic_ids)
+        return Chunk(count, rows, len(codes), parts, codes, answers, who, names, topic_ids)
 
     def reset(self) -> int:
         """Empty a torn buffer (the writer, while the loop adds nothing); returns the
         requests dropped."""
         dropped = self.done - self.taken
-        for buffer in (self._rows, self._parts, self._codes, self._answers):
-            buffer.clear()
+        for items in (self._rows, self._parts, self._codes, self._answers):
+            items.clear()
         self._who.clear()
         self._topics.clear()
         self._ids.clear()

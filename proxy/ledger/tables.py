@@ -58,7 +58,7 @@ _REASON = pa.array([r or None for _, r, _ in OUTCOMES], pa.string())
 _CODE = pa.array([c for _, _, c in OUTCOMES], pa.int32())
 
 
-def _column(data: bytes | bytearray, kind: pa.DataType, length: int) -> pa.Array:
+def _column(data: bytes, kind: pa.DataType, length: int) -> pa.Array:
     """``length`` fixed-width values laid out in ``data`` as an Arrow array (no copy)."""
     return pa.Array.from_buffers(kind, length, [None, pa.py_buffer(data)])
 
@@ -66,7 +66,7 @@ def _column(data: bytes | bytearray, kind: pa.DataType, length: int) -> pa.Array
 class _Rows:
     """The fields of a chunk's fixed-size rows, each as a column."""
 
-    def __init__(self, rows: bytearray, count: int) -> None:
+    def __init__(self, rows: bytes, count: int) -> None:
         self._eights = memoryview(rows).cast("q")
         self._fours = memoryview(rows).cast("i")
         self._count = count
