@@ -38,6 +38,7 @@ from proxy.cluster.view import ClusterViewStore  # noqa: E402
 from proxy.enforce.enforcement import EnforcementSettings, RackEnforcer  # noqa: E402
 from proxy.enforce.metrics import EnforcementMetrics  # noqa: E402
 from proxy.enforce.policy import RackRule, decide  # noqa: E402
+from proxy.ledger.buffer import HEAD, PART  # noqa: E402
 from proxy.ledger.entry import Entry  # noqa: E402
 from proxy.ledger.recorder import DecisionLedger, LedgerConfig  # noqa: E402
 from proxy.relay.actions import ClientInfo, Forward  # noqa: E402
@@ -128,27 +129,23 @@ def bytes_per_write(requests: int, partitions: int) -> tuple[float, int]:
         offsets = [rnd.randrange(10**9) for _ in range(partitions)]
         for i in range(requests):
             topic = rnd.randrange(20)
-            parts: list[list[int]] = [[], [], [], []]
+            parts: list[bytes] = []
             errors = []
             for j in range(partitions):
                 p = (topic * 7 + j) % 60
                 records = rnd.randint(1, 20)
-                for column, value in zip(parts, (0, p, records,
-                                                 100 + records * rnd.randint(80, 400)),
-                                         strict=True):
-                    column.append(value)
+                parts.append(PART.pack(0, p, records, 100 + records * rnd.randint(80, 400)))
                 errors.append((p, offsets[p % partitions]))
                 offsets[p % partitions] += records
-            entry = Entry(1.7e9 + i / 5000 + rnd.random() * 1e-4, i + 1, f"app-{i % 30}",
-                          f"10.0.{i % 7}.{i % 200}:{40000 + i % 300}", 9, 1 + i // 100_000,
-                          1, (f"topic-{topic}",), None,
-                          (tuple(parts[0]), tuple(parts[1]), tuple(parts[2]), tuple(parts[3])),
-                          None)
-            entry.answer = kp_response(9, [(f"topic-{topic}", [
+            head = HEAD.pack(1.7e9 + i / 5000 + rnd.random() * 1e-4, i + 1, 1 + i // 100_000,
+                             1, 9, partitions, 1, 0, 19)
+            entry = Entry(ledger, head, (f"app-{i % 30}",
+                                         f"10.0.{i % 7}.{i % 200}:{40000 + i % 300}"),
+                          (f"topic-{topic}",), None, b"".join(parts), bytes(partitions),
+                          partitions, time.monotonic() - (0.5 + rnd.random() * 4) / 1000)
+            ledger.complete(entry, memoryview(kp_response(9, [(f"topic-{topic}", [
                 {"index": p, "error_code": 0, "base_offset": o} for p, o in errors])],
-                correlation_id=i)
-            entry.latency_ms = 0.5 + rnd.random() * 4
-            ledger._enqueue(entry)
+                correlation_id=i)))
             if i % 1000 == 999:  # a flush interval at 5,000 requests/s
                 ledger.flush()
         ledger.stop()

@@ -17,6 +17,9 @@ from protocol.produce_endpoints import (
     rewrite_produce_response_endpoints_seen,
 )
 from protocol.produce_request import (
+    BATCH_HEADER_SIZE,
+    BATCH_LENGTH_OVERHEAD,
+    BATCH_PEEK,
     BatchInfo,
     PartitionData,
     ProduceRequest,
@@ -46,6 +49,9 @@ from protocol.produce_response import (
 )
 
 __all__ = [
+    "BATCH_HEADER_SIZE",
+    "BATCH_LENGTH_OVERHEAD",
+    "BATCH_PEEK",
     "BatchInfo",
     "EndpointMapper",
     "LeaderIdAndEpoch",

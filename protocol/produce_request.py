@@ -51,6 +51,13 @@ _BATCH = struct.Struct(">qiibIhiqqqhii")  # v2 record batch header, 61 bytes
 _BATCH_HEADER_SIZE = 61
 _BATCH_LENGTH_OVERHEAD = 12  # base offset + batch length precede the counted bytes
 _BATCH_PEEK = struct.Struct(">8xi4xb40xi").unpack_from  # a batch's length, magic, count
+BATCH_PEEK = _BATCH_PEEK
+"""``BATCH_PEEK(buf, pos)``: (batch length, magic, record count) of the record batch at
+``pos`` (at least ``BATCH_HEADER_SIZE`` bytes there). A record set of ``size`` bytes is
+that one v2 batch when magic is 2 and ``batch length + BATCH_LENGTH_OVERHEAD == size``
+(else :func:`record_counts` walks it): for callers that read counts in their own loop."""
+BATCH_HEADER_SIZE = _BATCH_HEADER_SIZE
+BATCH_LENGTH_OVERHEAD = _BATCH_LENGTH_OVERHEAD
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,123 +1,159 @@
 """What the event loop records per rack-checked produce: one small :class:`Entry`.
 
-Per request, not per partition: the time, the request's number, the client, the
-sequence numbers of the view and the rule it was decided on, the topic names once,
-and per partition four integers in parallel tuples (topic number, partition,
-records, bytes); the decision only for partitions that did not simply pass. Nothing
-the view already holds is copied: the writer thread writes the view and the rule
-when they change (:mod:`proxy.ledger.versions`), and the pipeline joins the two by
-sequence number. The broker's answer is kept as its bytes (one copy), written as
-they are, and read by the pipeline (:mod:`pipeline.answers`).
+Per request, not per partition: when the request is decided, its numbers (time,
+request number, the view's and the rule's sequence numbers, API version, counts)
+are packed into one ``bytes`` (:data:`proxy.ledger.buffer.HEAD`), its partitions
+into another (four int32 each: topic number, partition, records from the batch
+header, bytes) and the outcome of each partition into a third (one byte each: 0 it
+passed, else an index into :data:`OUTCOMES`, which says its decision, reason and
+the proxy's error code). The strings are kept by reference (client id, address,
+topic names). Nothing the view already holds is copied: the writer thread writes
+the view and the rule when they change (:mod:`proxy.ledger.versions`), and the
+pipeline joins the two by sequence number. When the broker answers, the answer's
+bytes are appended as they are, read by the pipeline (:mod:`pipeline.answers`).
 
 Invariants: an entry holds no reference to the request, its frame or the view
-(only ints, strings and bytes: nothing the garbage collector tracks for long);
-:meth:`Entry.__call__` calls the wrapped transform whatever the ledger does, so a
-ledger failure never reaches the client's connection.
+(only bytes, strings and ints); :meth:`Entry.__call__` calls the wrapped transform
+whatever the ledger does, so a ledger failure never reaches the client's connection.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from operator import attrgetter
+from typing import TYPE_CHECKING
 
 from protocol.primitives import Buffer
-from protocol.produce import ProduceRequest, record_counts
+from protocol.produce import (
+    BATCH_HEADER_SIZE,
+    BATCH_LENGTH_OVERHEAD,
+    BATCH_PEEK,
+    ProduceRequest,
+    record_counts,
+)
 from proxy.cluster.view import ClusterView
 from proxy.enforce.policy import NOT_ENOUGH_REPLICAS, Decision, Verdict
+from proxy.ledger.buffer import PART
 from proxy.ledger.schema import FORWARDED, OBSERVED, REJECTED
 from proxy.relay.response_queue import ResponseTransform
 
-Parts = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]
-"""Per partition, in parallel tuples: topic number, partition, records, bytes."""
-NotPassed = tuple[int, str, str, int | None]
-"""(position among the request's partitions, decision, reason, the proxy's error code)."""
-Row = tuple[Any, ...]
-"""An entry as the writer reads it (:meth:`Entry.row`), by the positions below."""
-(WALL, REQ, CLIENT_ID, PEER, API_VERSION, VIEW_SEQ, RULE_SEQ, TOPICS, TOPIC_IDS, TOPIC_NO,
- PARTITION, RECORDS, BYTES, NOT_PASSED, ANSWER, LATENCY_MS, ROWS, HELD) = range(18)
+if TYPE_CHECKING:
+    from proxy.ledger.recorder import DecisionLedger
+
+RACKS_CODE = -1
+"""In :data:`OUTCOMES`: the error code is the request's (the dedicated code, or 19)."""
+
+
+def _outcomes() -> tuple[tuple[tuple[str, str, int | None], ...],
+                         dict[bool, dict[Verdict, int]]]:
+    outcomes: list[tuple[str, str, int | None]] = [("", "", None)]  # 0: passed
+    codes: dict[bool, dict[Verdict, int]] = {False: {Verdict.PASS: 0},
+                                             True: {Verdict.PASS: 0}}
+    for verdict in Verdict:
+        if verdict is Verdict.PASS:
+            continue
+        if not verdict.rejects:
+            outcomes.append((FORWARDED, verdict.value, None))
+            codes[False][verdict] = codes[True][verdict] = len(outcomes) - 1
+            continue
+        outcomes.append((OBSERVED, verdict.value, None))
+        codes[True][verdict] = len(outcomes) - 1
+        outcomes.append((REJECTED, verdict.value, RACKS_CODE
+                         if verdict is Verdict.NOT_ENOUGH_RACKS else NOT_ENOUGH_REPLICAS))
+        codes[False][verdict] = len(outcomes) - 1
+    return tuple(outcomes), codes
+
+
+OUTCOMES, _CODES = _outcomes()
+"""Outcome code -> (decision, reason, the proxy's error code: None, a code, or
+:data:`RACKS_CODE`); code 0 is a partition that simply passed (no decision written)."""
+REJECTED_CODES = tuple(i for i, o in enumerate(OUTCOMES) if o[0] == REJECTED)
+_ONE = {observe: {v: bytes((c,)) for v, c in codes.items()} for observe, codes in _CODES.items()}
+_VERDICT = attrgetter("verdict")
+_PACK_PART = PART.pack
 
 
 class Entry:
-    """One recorded request. ``answer`` and ``latency_ms`` are set when the broker answers
-    (left None when the proxy answered every partition itself).
+    """One recorded request, complete but for the broker's answer.
 
     It is also the response transform of a recorded request that went upstream
-    (:meth:`wrap`): called with the broker's answer, it hands the answer to ``complete``
-    (the ledger's, which never raises), then runs the wrapped transform, always. One
-    object per request: the hook costs no second allocation on the loop."""
+    (:meth:`wrap`): called with the broker's answer, it hands the answer to the
+    ledger's :meth:`~proxy.ledger.recorder.DecisionLedger.complete` (which never
+    raises), then runs the wrapped transform, always. One object per request: the
+    hook costs no second allocation on the loop."""
 
-    __slots__ = ("wall", "req", "client_id", "peer", "api_version", "view_seq", "rule_seq",
-                 "topics", "topic_ids", "parts", "not_passed", "answer", "latency_ms", "rows",
-                 "sent_at", "complete", "_transform")
+    __slots__ = ("ledger", "head", "who", "topics", "topic_ids", "parts", "codes", "rows",
+                 "sent_at", "_transform")
 
-    def __init__(self, wall: float, req: int, client_id: str | None, peer: str,
-                 api_version: int, view_seq: int, rule_seq: int, topics: tuple[str, ...],
-                 topic_ids: tuple[bytes, ...] | None, parts: Parts,
-                 not_passed: list[NotPassed] | None, sent_at: float = 0.0,
-                 complete: Callable[[Entry, memoryview], None] | None = None) -> None:
-        self.wall = wall
-        self.req = req
-        self.client_id = client_id
-        self.peer = peer
-        self.api_version = api_version
-        self.view_seq = view_seq
-        self.rule_seq = rule_seq
+    def __init__(self, ledger: DecisionLedger, head: bytes, who: tuple[str | None, str],
+                 topics: tuple[str, ...], topic_ids: tuple[bytes, ...] | None, parts: bytes,
+                 codes: bytes, rows: int, sent_at: float) -> None:
+        self.ledger = ledger
+        self.head = head  # buffer.HEAD
+        self.who = who  # (client id, client address)
         self.topics = topics
         self.topic_ids = topic_ids  # the request's keys, when it names topics by id (v13+)
-        self.parts = parts
-        self.not_passed = not_passed
-        self.answer: bytes | None = None
-        self.latency_ms: float | None = None
-        self.rows = len(parts[1])
+        self.parts = parts  # buffer.PART per partition
+        self.codes = codes  # an OUTCOMES code per partition
+        self.rows = rows
         """Partition-writes recorded (the unit of the queue bound and the drop counter)."""
         self.sent_at = sent_at
-        self.complete = complete
         self._transform: ResponseTransform | None = None
-
-    def row(self) -> Row:
-        """What the writer needs, as one tuple of ints, floats, strings, bytes and tuples of
-        those: the garbage collector stops tracking such a tuple the first time it sees it,
-        so a queue of thousands of them costs no collection time (entries would be
-        promoted to the oldest generation and make full collections more frequent)."""
-        parts = self.parts
-        np = self.not_passed
-        answer = self.answer
-        rows = self.rows
-        return (self.wall, self.req, self.client_id, self.peer, self.api_version,
-                self.view_seq, self.rule_seq, self.topics, self.topic_ids, *parts,
-                tuple(np) if np is not None else None, answer, self.latency_ms, rows,
-                32 * rows + (len(answer) if answer is not None else 0) + 200)
 
     def wrap(self, transform: ResponseTransform) -> ResponseTransform:
         self._transform = transform
         return self
 
     def __call__(self, frame: memoryview, version: int) -> object:
-        complete = self.complete
-        if complete is not None:
-            complete(self, frame)  # never raises (DecisionLedger.complete)
+        self.ledger.complete(self, frame)  # never raises
         transform = self._transform
         assert transform is not None
         return transform(frame, version)
 
 
-def partitions_of(request: ProduceRequest, frame: Buffer, view: ClusterView
-                  ) -> tuple[tuple[str, ...], tuple[bytes, ...] | None, Parts]:
-    """The request's topic names, its topic ids (v13+; else None) and its partitions as
-    four parallel tuples (a few comprehensions per topic, no per-partition call)."""
+def outcome_codes(decisions: Sequence[Decision], observe: bool) -> bytes:
+    """One :data:`OUTCOMES` code per partition. A request's partitions usually share one
+    verdict (their topic's rule and racks): then no per-partition work."""
+    one = _ONE[observe]
+    n = len(decisions)
+    if n == 1:
+        return one[decisions[0].verdict]
+    if n == 0:
+        return b""
+    verdicts = list(map(_VERDICT, decisions))
+    first = verdicts[0]
+    if verdicts.count(first) == n:
+        return one[first] * n
+    return bytes(map(_CODES[observe].__getitem__, verdicts))
+
+
+def all_rejected(codes: bytes) -> bool:
+    """True when the proxy refused every partition (it answers itself: no broker answer)."""
+    return bool(codes) and sum(map(codes.count, REJECTED_CODES)) == len(codes)
+
+
+def packed_partitions(request: ProduceRequest, frame: Buffer, view: ClusterView
+                      ) -> tuple[tuple[str, ...], tuple[bytes, ...] | None, bytes, int]:
+    """The request's topic names, its topic ids (v13+; else None), its partitions packed
+    (:data:`proxy.ledger.buffer.PART` each) and how many there are."""
     topics = request.topics
-    if len(topics) == 1 and topics[0].name is not None and len(topics[0].partitions) == 1:
-        # one partition of one topic (librdkafka's usual request): no lists to build
-        part = topics[0].partitions[0]
-        span = part.records
-        return ((topics[0].name,), None, ((0,), (part.index,), tuple(record_counts(frame, (
-            span,))), (span[1] - span[0] if span is not None else 0,)))
+    if len(topics) == 1:
+        topic = topics[0]
+        ps = topic.partitions
+        if len(ps) == 1 and topic.name is not None:
+            # one partition of one topic (librdkafka's usual request): no list to build
+            part = ps[0]
+            span = part.records
+            return ((topic.name,), None, _PACK_PART(
+                0, part.index, record_counts(frame, (span,))[0],
+                span[1] - span[0] if span is not None else 0), 1)
     names: list[str] = []
     ids: list[bytes] | None = None
-    topic_no: list[int] = []
-    partition: list[int] = []
-    records: list[int] = []
-    nbytes: list[int] = []
+    packed: list[bytes] = []
+    add = packed.append
+    pack = _PACK_PART
+    peek = BATCH_PEEK
+    length = len(frame)
     for number, topic in enumerate(topics):
         name = topic.name
         if name is None:  # v13+: by id
@@ -126,42 +162,19 @@ def partitions_of(request: ProduceRequest, frame: Buffer, view: ClusterView
             ids = [] if ids is None else ids
             ids.append(tid)
         names.append(name)
-        ps = topic.partitions
-        if len(ps) == 1:  # (no comprehension to set up)
-            span = ps[0].records
-            topic_no.append(number)
-            partition.append(ps[0].index)
-            records += record_counts(frame, (span,))
-            nbytes.append(span[1] - span[0] if span is not None else 0)
-            continue
-        spans = [p.records for p in ps]
-        topic_no += [number] * len(ps)
-        partition += [p.index for p in ps]
-        records += record_counts(frame, spans)  # -1: unreadable (the broker judges it)
-        nbytes += [s[1] - s[0] if s is not None else 0 for s in spans]
-    return (tuple(names), tuple(ids) if ids is not None else None,
-            (tuple(topic_no), tuple(partition), tuple(records), tuple(nbytes)))
-
-
-def not_passed(decisions: Sequence[Decision], observe: bool, dedicated_code: int | None
-               ) -> list[NotPassed] | None:
-    """The decisions of partitions that did not simply pass (None when all did)."""
-    out: list[NotPassed] | None = None
-    passed = Verdict.PASS
-    for i, d in enumerate(decisions):
-        verdict = d.verdict
-        if verdict is passed:
-            continue
-        if out is None:
-            out = []
-        if verdict.rejects:
-            if observe:
-                out.append((i, OBSERVED, verdict.value, None))
-            else:
-                code = NOT_ENOUGH_REPLICAS
-                if verdict is Verdict.NOT_ENOUGH_RACKS and dedicated_code is not None:
-                    code = dedicated_code
-                out.append((i, REJECTED, verdict.value, code))
-        else:
-            out.append((i, FORWARDED, verdict.value, None))
-    return out
+        for p in topic.partitions:  # one loop, the count read inline: no list per column
+            span = p.records
+            if span is None:
+                add(pack(number, p.index, 0, 0))
+                continue
+            pos, end = span
+            size = end - pos
+            if size >= BATCH_HEADER_SIZE and end <= length:
+                batch_length, magic, count = peek(frame, pos)
+                if magic == 2 and batch_length + BATCH_LENGTH_OVERHEAD == size and count >= 0:
+                    add(pack(number, p.index, count, size))
+                    continue
+            # several batches, an old format, or unreadable (-1: the broker judges it)
+            add(pack(number, p.index, record_counts(frame, (span,))[0], size))
+    return (tuple(names), tuple(ids) if ids is not None else None, b"".join(packed),
+            len(packed))

@@ -1,7 +1,7 @@
 """The ledger's files: an Arrow IPC stream while open, Parquet once closed, bounded in total.
 
-A file is written as an Arrow IPC stream (``.arrows``), one record batch per
-flush, each written whole to the kernel before the next begins: a kill -9 loses
+A file is written as an Arrow IPC stream (``.arrows``, LZ4-compressed), one record
+batch per flush, each written whole to the kernel before the next begins: a kill -9 loses
 only what the writer had not flushed, and a reader takes every complete batch of
 the file. A file is closed when it reaches ``rotate_bytes`` or ``rotate_seconds``
 (checked before each batch), when the ledger stops, or at the next start after a
@@ -31,7 +31,12 @@ import pyarrow.parquet as pq
 
 from proxy.ledger.schema import CLOSED_SUFFIX, OPEN_SUFFIX
 
-_IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression=None)  # closed files are compressed
+# LZ4 on the open stream: a batch's columns repeat a lot (the decisions' strings, the
+# topic names), so it costs less CPU to compress them than to write them (at 50
+# partitions per request: 1.0 against 1.6 us per request, a tenth of the bytes); in
+# this thread, not Arrow's pool. Closed files are Parquet (zstd).
+_IPC_OPTIONS = pa.ipc.IpcWriteOptions(
+    compression="lz4" if pa.Codec.is_available("lz4") else None, use_threads=False)
 _NAME = re.compile(r"^(?P<prefix>[a-z]+)-(?P<instance>.+)-(?P<stamp>\d{8}T\d{6})-"
                    r"(?P<pid>\d+)-(?P<n>\d+)\.(?P<suffix>arrows|parquet)$")
 

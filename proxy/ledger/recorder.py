@@ -12,10 +12,13 @@ when they change (snapshot rows) and a tick every ``snapshot_interval_s``. File 
 them; the proxy never imports it.
 
 Invariants:
-- the event loop never blocks on the ledger and does O(partitions) integer work per
-  request (no encoding, no I/O, no per-view copy); the writer thread (pyarrow,
-  imported there) does the rest every ``flush_interval_s`` (sooner when half the queue
-  bound is used: large batches, since a flush's cost is mostly fixed);
+- the event loop never blocks on the ledger: per request it packs a few numbers and
+  its partitions (O(partitions) integer work, no encoding, no I/O, no per-view copy)
+  and appends them to the queue's buffers (:mod:`proxy.ledger.buffer`: no lock, no
+  queue operation per request); the writer thread (pyarrow, imported there) does the
+  rest every ``flush_interval_s`` (sooner when half the queue bound is used: large
+  batches, since a flush's cost is mostly fixed), reinterpreting the bytes as Arrow
+  columns (:mod:`proxy.ledger.tables`);
 - the queue is bounded in partition-writes (``queue_size``) and in the bytes it
   holds (``queue_bytes``); beyond either, rows are dropped, never waited for;
 - nothing the ledger does can fail a client's request: :meth:`DecisionLedger.record`
@@ -27,7 +30,6 @@ Invariants:
 
 from __future__ import annotations
 
-import collections
 import itertools
 import logging
 import os
@@ -44,14 +46,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from protocol.headers import RequestHeader
 from protocol.produce import ProduceRequest
 from proxy.cluster.view import ClusterView
-from proxy.enforce.policy import Decision, RackRule
-from proxy.ledger.entry import HELD, ROWS, Entry, Row, not_passed, partitions_of
-from proxy.ledger.schema import (
-    DECISION_FILE_PREFIX,
-    REJECTED,
-    SNAPSHOT_FILE_PREFIX,
-    TICK,
-)
+from proxy.enforce.policy import NOT_ENOUGH_REPLICAS, Decision, RackRule
+from proxy.ledger.buffer import HEAD, TAIL, RowBuffer, held_bytes
+from proxy.ledger.entry import Entry, all_rejected, outcome_codes, packed_partitions
+from proxy.ledger.schema import DECISION_FILE_PREFIX, SNAPSHOT_FILE_PREFIX, TICK
 from proxy.ledger.versions import SnapshotDiffer, Versions
 from proxy.relay.actions import ClientInfo
 from proxy.settings import Settings
@@ -64,6 +62,7 @@ __all__ = ["DecisionLedger", "LedgerConfig", "ledger_from_settings"]
 log = logging.getLogger("rackguard.ledger")
 
 _BATCH_ENTRIES = 5_000  # requests per record batch
+_NO_ANSWER = TAIL.pack(float("nan"), 0)
 _RETENTION_EVERY_S = 1.0
 _LOG_EVERY_S = 60.0
 
@@ -141,7 +140,8 @@ class DecisionLedger:
         self.run = time.time_ns() // 1000 ^ os.getpid()
         self._versions = Versions()
         self._differ = SnapshotDiffer(config.instance_id, self.run)
-        self._queue: collections.deque[Row] = collections.deque()
+        self._buffer = RowBuffer()
+        self._queue_size, self._queue_bytes = config.queue_size, config.queue_bytes
         self._rows_in = self._rows_out = 0  # written by the loop, by the writer
         self._bytes_in = self._bytes_out = 0
         self._requests = itertools.count(1)
@@ -169,26 +169,36 @@ class DecisionLedger:
         observe: bool,
         dedicated_code: int | None,
         now: float,
+        rule: RackRule | None = None,
     ) -> Entry | None:
-        """Record one decided request. Returns its entry, the hook that completes it from
-        the broker's answer, when some partition goes upstream (None otherwise, or on any
-        failure)."""
+        """Record one decided request (``rule``: the rule it was decided on; default the
+        rule source's). Returns its entry, the hook that completes it from the broker's
+        answer, when some partition goes upstream (None otherwise, or on any failure)."""
         try:
             if not self._writer_up:
                 self._drop("writer_down", len(decisions))
                 return None
             wall = self.wall_clock()
             versions = self._versions
-            view_seq = versions.view_seq(view, wall)
-            rule_seq = versions.rule_seq(self._rule_source(), observe, dedicated_code, wall)
-            topics, ids, parts = partitions_of(request, frame, view)
-            rejected = not_passed(decisions, observe, dedicated_code)
-            entry = Entry(wall, next(self._requests), header.client_id, client.peer,
-                          header.api_version, view_seq, rule_seq, topics, ids, parts, rejected,
-                          now, self.complete)
-            if rejected is not None and sum(1 for r in rejected if r[1] == REJECTED
-                                            ) == entry.rows:
-                self._enqueue(entry)
+            last_view, view_seq = versions.last_view
+            if last_view is not view:
+                view_seq = versions.view_seq(view, wall)
+            if rule is None:
+                rule = self._rule_source()
+            key, rule_seq = versions.last_rule
+            if key is None or key[0] is not rule or key[1] is not observe \
+                    or key[2] != dedicated_code:
+                rule_seq = versions.rule_seq(rule, observe, dedicated_code, wall)
+            topics, ids, parts, rows = packed_partitions(request, frame, view)
+            codes = outcome_codes(decisions, observe)
+            head = HEAD.pack(wall, next(self._requests), view_seq, rule_seq,
+                             header.api_version, rows, len(topics),
+                             len(ids) if ids is not None else 0,
+                             NOT_ENOUGH_REPLICAS if dedicated_code is None else dedicated_code)
+            entry = Entry(self, head, (header.client_id, client.peer), topics, ids, parts,
+                          codes, rows, now)
+            if not observe and all_rejected(codes):
+                self._add(entry, _NO_ANSWER, None)
                 return None
             return entry
         except Exception:  # noqa: BLE001 - never into the data path
@@ -198,25 +208,42 @@ class DecisionLedger:
     def complete(self, entry: Entry, frame: memoryview) -> None:
         """The broker answered the entry's forwarded partitions (never raises)."""
         try:
-            entry.latency_ms = (self.clock() - entry.sent_at) * 1000
-            entry.answer = bytes(frame)
-            self._enqueue(entry)
+            rows = entry.rows
+            if (self._rows_in - self._rows_out + rows > self._queue_size
+                    or self._bytes_in - self._bytes_out > self._queue_bytes
+                    or self._buffer.torn):
+                self._refuse(rows)
+                return
+            self._buffer.add(entry, TAIL.pack((self.clock() - entry.sent_at) * 1000,
+                                              len(frame)), frame)
+            self._rows_in += rows
+            self._bytes_in += held_bytes(rows, len(frame))
+            if (self._rows_in - self._rows_out) * 2 > self._queue_size:
+                self._wake_early()
         except Exception:  # noqa: BLE001 - never into the data path
             self._drop("record_error", entry.rows, exc_info=True)
 
-    def _enqueue(self, entry: Entry) -> None:
-        row = entry.row()
-        rows = row[ROWS]
-        config = self.config
-        if (self._rows_in - self._rows_out + rows > config.queue_size
-                or self._bytes_in - self._bytes_out > config.queue_bytes):
-            self._drop("queue_full", rows)
+    def _add(self, entry: Entry, tail: bytes, answer: memoryview | None) -> None:
+        """Queue a request the broker did not answer (``complete`` inlines the same)."""
+        rows = entry.rows
+        if (self._rows_in - self._rows_out + rows > self._queue_size
+                or self._bytes_in - self._bytes_out > self._queue_bytes
+                or self._buffer.torn):
+            self._refuse(rows)
             return
+        self._buffer.add(entry, tail, answer)
         self._rows_in += rows
-        self._bytes_in += row[HELD]
-        self._queue.append(row)
-        if (self._rows_in - self._rows_out) * 2 > config.queue_size \
-                and not self._wake.is_set():  # flush early rather than drop
+        self._bytes_in += held_bytes(rows, len(answer) if answer is not None else 0)
+        if (self._rows_in - self._rows_out) * 2 > self._queue_size:
+            self._wake_early()
+
+    def _refuse(self, rows: int) -> None:
+        # torn: an append failed half way, and the writer empties the buffer first
+        self._drop("record_error" if self._buffer.torn else "queue_full", rows)
+
+    def _wake_early(self) -> None:
+        """Half the queue bound is used: the writer flushes now rather than drop rows."""
+        if not self._wake.is_set():
             self._wake.set()
 
     def seal(self) -> None:
@@ -328,12 +355,12 @@ class DecisionLedger:
         the disk bound. Each part's failure is counted and does not stop the others."""
         # the entries queued now name views numbered before the snapshots below are taken:
         # those are written first, so no row is ever on disk before the view it names
-        ready = len(self._queue)
+        ready = self._buffer.done
         try:
             self._write_snapshots(final)
         except Exception:  # noqa: BLE001
             self._log("snapshot", "ledger: snapshot write failed", exc_info=True)
-        written = self._write_queued(len(self._queue) if final else ready)
+        written = self._write_queued(self._buffer.done if final else ready)
         now = self.clock()
         if self._retention is not None and (final or now >= self._next_retention):
             self._next_retention = now + _RETENTION_EVERY_S
@@ -379,23 +406,25 @@ class DecisionLedger:
             snapshots.write(snapshot_batch(rows))
             self.metrics.snapshot_rows.inc(len(rows))
 
-    def _write_queued(self, limit: int) -> int:
-        """Write the first ``limit`` queued entries; returns the rows written."""
+    def _write_queued(self, upto: int) -> int:
+        """Write the requests appended before the ``upto``-th; returns the rows written."""
         from proxy.ledger.tables import decision_batch
 
-        queue = self._queue
+        buffer = self._buffer
+        if buffer.torn:
+            buffer.reset()  # the loop adds nothing while it is torn
+            lost = self._rows_in - self._rows_out
+            self._rows_out, self._bytes_out = self._rows_in, self._bytes_in
+            self._drop("record_error", lost, text=f"ledger: a request could not be queued; "
+                                                  f"{lost} queued row(s) dropped")
         written = 0
-        while queue and limit > 0 and self._decisions is not None:
-            entries: list[Row] = []
-            rows = held = 0
-            while queue and limit > 0 and len(entries) < _BATCH_ENTRIES:
-                limit -= 1
-                entry = queue.popleft()
-                entries.append(entry)
-                rows += entry[ROWS]
-                held += entry[HELD]
+        while self._decisions is not None:
+            chunk = buffer.take(min(upto - buffer.taken, _BATCH_ENTRIES))
+            if chunk is None:
+                break
+            rows = chunk.partitions
             try:
-                self._decisions.write(decision_batch(entries, self.config.instance_id,
+                self._decisions.write(decision_batch(chunk, self.config.instance_id,
                                                      self.run))
             except Exception as exc:  # noqa: BLE001 - a full disk, a write error, a bug
                 self._drop("write_error", rows, text=f"ledger write failed, rows dropped: "
@@ -405,7 +434,7 @@ class DecisionLedger:
                 written += rows
             finally:
                 self._rows_out += rows
-                self._bytes_out += held
+                self._bytes_out += chunk.held
         return written
 
     # ----- failures

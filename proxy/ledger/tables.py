@@ -5,39 +5,35 @@ in its writer thread when that starts, never on the serving path's import.
 
 Invariants: a batch has exactly the columns of :mod:`proxy.ledger.schema`, typed; the
 broker's answer is kept as its bytes and ``error``/``base_offset`` left null (the
-pipeline reads them from the answer: :mod:`pipeline.answers`); the work is a few
-passes over a batch's entries, not a few per entry.
+pipeline reads them from the answer: :mod:`pipeline.answers`); the queued requests'
+bytes (:mod:`proxy.ledger.buffer`) are reinterpreted, not decoded: the work is a few
+dozen Arrow calls per batch, none per request or partition but the strings' conversion.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import accumulate, chain
-from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from proxy.ledger.entry import (
-    ANSWER,
-    API_VERSION,
-    BYTES,
-    CLIENT_ID,
-    LATENCY_MS,
-    NOT_PASSED,
-    PARTITION,
-    PEER,
-    RECORDS,
-    REQ,
-    ROWS,
-    RULE_SEQ,
-    TOPIC_IDS,
-    TOPIC_NO,
-    TOPICS,
-    VIEW_SEQ,
-    WALL,
-    Row,
+from proxy.ledger.buffer import (
+    F_ANSWER_LEN,
+    F_API_VERSION,
+    F_IDS,
+    F_LATENCY,
+    F_RACKS_CODE,
+    F_REQ,
+    F_ROWS,
+    F_RULE_SEQ,
+    F_TOPICS,
+    F_VIEW_SEQ,
+    F_WALL,
+    ROW,
+    Chunk,
 )
+from proxy.ledger.entry import OUTCOMES, RACKS_CODE
 from proxy.ledger.schema import DECISION_COLUMNS, SNAPSHOT_COLUMNS
 
 
@@ -54,65 +50,115 @@ def arrow_schema(columns: Sequence[tuple[str, str]]) -> pa.Schema:
 
 DECISION_SCHEMA = arrow_schema(DECISION_COLUMNS)
 SNAPSHOT_SCHEMA = arrow_schema(SNAPSHOT_COLUMNS)
-_STRINGS = pa.list_(pa.string())
-_BINARIES = pa.list_(pa.binary())
-_INT32S = pa.list_(pa.int32())
-_INT16S = pa.list_(pa.int16())
-_ERRORS = DECISION_SCHEMA.field("error").type
-_OFFSETS = DECISION_SCHEMA.field("base_offset").type
+_TYPES = {f.name: f.type for f in DECISION_SCHEMA}
+_ZERO = pa.array([0], pa.int32())
+# by outcome code: the decision, the reason, and the proxy's error code (-1: the request's)
+_DECISION = pa.array([d or None for d, _, _ in OUTCOMES], pa.string())
+_REASON = pa.array([r or None for _, r, _ in OUTCOMES], pa.string())
+_CODE = pa.array([c for _, _, c in OUTCOMES], pa.int32())
 
 
-def _column(entries: Sequence[Row], field: int, offsets: pa.Array, kind: pa.DataType
-            ) -> pa.Array:
-    values = list(chain.from_iterable(map(itemgetter(field), entries)))
-    return pa.ListArray.from_arrays(offsets, pa.array(values, kind))
+def _column(data: bytes, kind: pa.DataType, length: int) -> pa.Array:
+    """``length`` fixed-width values laid out in ``data`` as an Arrow array (no copy)."""
+    return pa.Array.from_buffers(kind, length, [None, pa.py_buffer(data)])
 
 
-def _field(entries: Sequence[Row], field: int) -> list[Any]:
-    return list(map(itemgetter(field), entries))
+class _Rows:
+    """The fields of a chunk's fixed-size rows, each as a column."""
+
+    def __init__(self, rows: bytes, count: int) -> None:
+        self._eights = memoryview(rows).cast("q")
+        self._fours = memoryview(rows).cast("i")
+        self._count = count
+
+    def int64(self, field: int) -> pa.Array:
+        return _column(self._eights[field::ROW // 8].tobytes(), pa.int64(), self._count)
+
+    def float64(self, field: int) -> pa.Array:
+        return _column(self._eights[field::ROW // 8].tobytes(), pa.float64(), self._count)
+
+    def int32(self, field: int) -> pa.Array:
+        return _column(self._fours[field::ROW // 4].tobytes(), pa.int32(), self._count)
 
 
-def decision_batch(entries: Sequence[Row], instance: str, run: int) -> pa.RecordBatch:
-    """The entries (:meth:`Entry.row`) as one record batch: a few passes over them, each in C
-    where it can be (the broker's answers are kept as their bytes, read by the pipeline)."""
-    n = len(entries)
-    offsets = pa.array([0, *accumulate(_field(entries, ROWS))], pa.int32())
-    np_index: list[list[int] | None] = [None] * n
-    np_decision: list[list[str] | None] = [None] * n
-    np_reason: list[list[str] | None] = [None] * n
-    np_code: list[list[int | None] | None] = [None] * n
-    for i, np in enumerate(_field(entries, NOT_PASSED)):
-        if np is not None:  # the rare request where some partition did not simply pass
-            np_index[i] = [x[0] for x in np]
-            np_decision[i] = [x[1] for x in np]
-            np_reason[i] = [x[2] for x in np]
-            np_code[i] = [x[3] for x in np]
+def _offsets(counts: pa.Array) -> pa.Array:
+    """List offsets (int32, one more than ``counts``) from per-row lengths."""
+    return pa.concat_arrays([_ZERO, pc.cumulative_sum(counts)])
+
+
+def decision_batch(chunk: Chunk, instance: str, run: int) -> pa.RecordBatch:
+    """A chunk of queued requests as one record batch: the fixed-size fields and the
+    partitions reinterpreted from their bytes, the strings converted once per batch,
+    the sparse decisions derived from the outcome codes, all in Arrow's C code (no
+    Python work per request or partition)."""
+    n = chunk.count
+    rows = _Rows(chunk.rows, n)
+    counts = rows.int32(F_ROWS)
+    offsets = _offsets(counts)
+    parts = memoryview(chunk.parts).cast("i")
+    total = chunk.partitions
+
+    def per_partition(field: int, kind: pa.DataType) -> pa.Array:
+        values = _column(parts[field::4].tobytes(), pa.int32(), total)
+        return pa.ListArray.from_arrays(offsets, values if kind == pa.int32() else
+                                        values.cast(kind))
+
+    latency = rows.float64(F_LATENCY)
+    answer_len = rows.int32(F_ANSWER_LEN)
+    answers = pa.Array.from_buffers(pa.binary(), n, [
+        None, _offsets(answer_len).buffers()[1], pa.py_buffer(chunk.answers)])
+    id_count = rows.int32(F_IDS)  # 0: named by name (null)
     columns: list[Any] = [
-        pa.array(_field(entries, WALL), pa.float64()),
-        pa.array([instance] * n, pa.string()),
-        pa.array([run] * n, pa.int64()),
-        pa.array(_field(entries, REQ), pa.int64()),
-        pa.array(_field(entries, CLIENT_ID), pa.string()),
-        pa.array(_field(entries, PEER), pa.string()),
-        pa.array(_field(entries, API_VERSION), pa.int16()),
-        pa.array(_field(entries, VIEW_SEQ), pa.int64()),
-        pa.array(_field(entries, RULE_SEQ), pa.int64()),
-        pa.array(_field(entries, LATENCY_MS), pa.float32()),
-        pa.array(_field(entries, TOPICS), _STRINGS),
-        _column(entries, TOPIC_NO, offsets, pa.int8()),
-        _column(entries, PARTITION, offsets, pa.int32()),
-        _column(entries, RECORDS, offsets, pa.int32()),
-        _column(entries, BYTES, offsets, pa.int32()),
-        pa.array(_field(entries, TOPIC_IDS), _BINARIES),
-        pa.array(_field(entries, ANSWER), pa.binary()),
-        pa.nulls(n, _ERRORS),
-        pa.nulls(n, _OFFSETS),
-        pa.array(np_index, _INT32S),
-        pa.array(np_decision, _STRINGS),
-        pa.array(np_reason, _STRINGS),
-        pa.array(np_code, _INT16S),
+        rows.float64(F_WALL),
+        pa.repeat(pa.scalar(instance, pa.string()), n),
+        pa.repeat(pa.scalar(run, pa.int64()), n),
+        rows.int64(F_REQ),
+        pa.array(chunk.who[0::2], pa.string()),
+        pa.array(chunk.who[1::2], pa.string()),
+        rows.int32(F_API_VERSION).cast(pa.int16()),
+        rows.int64(F_VIEW_SEQ),
+        rows.int64(F_RULE_SEQ),
+        pc.if_else(pc.is_nan(latency), pa.scalar(None, pa.float64()), latency).cast(
+            pa.float32()),
+        pa.ListArray.from_arrays(_offsets(rows.int32(F_TOPICS)),
+                                 pa.array(chunk.topics, pa.string())),
+        per_partition(0, pa.int8()),  # topic_no: a request names <= 127 topics
+        per_partition(1, pa.int32()),
+        per_partition(2, pa.int32()),
+        per_partition(3, pa.int32()),
+        pa.ListArray.from_arrays(_offsets(id_count), pa.array(chunk.topic_ids, pa.binary()),
+                                 mask=pc.equal(id_count, 0)),
+        pc.if_else(pc.equal(answer_len, 0), pa.scalar(None, pa.binary()), answers),
+        pa.nulls(n, _TYPES["error"]),
+        pa.nulls(n, _TYPES["base_offset"]),
+        *_not_passed(chunk, offsets, rows.int32(F_RACKS_CODE)),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=DECISION_SCHEMA)
+
+
+def _not_passed(chunk: Chunk, offsets: pa.Array, racks_code: pa.Array) -> list[pa.Array]:
+    """np_index, np_decision, np_reason, np_code: per request, the partitions that did not
+    simply pass (a null list when all did)."""
+    n, total = chunk.count, chunk.partitions
+    names = ("np_index", "np_decision", "np_reason", "np_code")
+    if chunk.codes.count(0) == total:
+        return [pa.nulls(n, _TYPES[name]) for name in names]
+    codes = _column(chunk.codes, pa.uint8(), total)
+    kept = pc.not_equal(codes, 0)
+    before = _offsets(kept.cast(pa.int32()))  # partitions kept before each position
+    np_offsets = pc.take(before, offsets)
+    parent = pc.list_parent_indices(pa.ListArray.from_arrays(offsets, codes))
+    ones = pa.repeat(pa.scalar(1, pa.int32()), total)
+    position = pc.subtract(pc.cumulative_sum(ones), pc.add(pc.take(offsets, parent), 1))
+    outcome = pc.filter(codes, kept)
+    code = pc.take(_CODE, outcome)
+    np_code = pc.if_else(pc.equal(code, RACKS_CODE),
+                         pc.take(racks_code, pc.filter(parent, kept)), code)
+    none = pc.equal(np_offsets.slice(1), np_offsets.slice(0, n))
+    values = (pc.filter(position, kept), pc.take(_DECISION, outcome),
+              pc.take(_REASON, outcome), np_code.cast(pa.int16()))
+    return [pa.ListArray.from_arrays(np_offsets, v.cast(_TYPES[name].value_type), mask=none)
+            for name, v in zip(names, values, strict=True)]
 
 
 def snapshot_batch(rows: Sequence[dict[str, Any]]) -> pa.RecordBatch:

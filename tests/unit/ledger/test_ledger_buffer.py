@@ -1,0 +1,132 @@
+"""proxy.ledger.buffer: the loop appends whole requests, the writer takes complete ones.
+
+Invariants under test: what the writer takes is exactly the requests appended before,
+in order, each with its own partitions, codes, answer and strings, however the takes
+fall between the appends; a request whose append fails half way tears the buffer:
+the ledger then counts its rows and the queued ones as dropped, empties the buffer,
+and the requests after it are written again; the client's request is untouched.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from proxy.ledger.buffer import HEAD, PART, ROW, TAIL, RowBuffer
+from proxy.ledger.entry import OUTCOMES, RACKS_CODE, Entry
+from proxy.ledger.recorder import DecisionLedger, LedgerConfig
+from proxy.ledger.tables import decision_batch
+
+REFUSED = OUTCOMES.index(("rejected", "NOT_ENOUGH_RACKS", RACKS_CODE))
+
+
+def entry(ledger: Any, req: int, partitions: int, ids: bool = False) -> Entry:
+    """A request of ``partitions`` partitions, all but the first refused for racks (the
+    request's dedicated code 42)."""
+    parts = b"".join(PART.pack(i % 2, 10 * req + i, i + 1, 100 + i) for i in range(partitions))
+    topics = ("a", "b") if partitions > 1 else ("a",)
+    return Entry(ledger, HEAD.pack(1000.0 + req, req, 7, 3, 9, partitions, len(topics),
+                                   len(topics) if ids else 0, 42),
+                 (f"client-{req}", f"10.0.0.{req}:1"), topics,
+                 tuple(bytes([req]) * 16 for _ in topics) if ids else None, parts,
+                 bytes([0] + [REFUSED] * (partitions - 1)), partitions, 0.0)
+
+
+def test_takes_between_appends_give_every_request_once_in_order() -> None:
+    buffer = RowBuffer()
+    taken = []
+    for req in range(1, 8):
+        buffer.add(entry(None, req, req % 3 + 1, ids=req == 5),
+                   TAIL.pack(float(req), 4 + req), memoryview(bytes([req]) * (4 + req)))
+        if req in (2, 3, 6):
+            chunk = buffer.take(2)
+            assert chunk is not None
+            taken.append(chunk)
+    while (chunk := buffer.take(100)) is not None:
+        taken.append(chunk)
+    assert buffer.ready() == 0 and [c.count for c in taken] == [2, 1, 2, 2]
+    table = [row for c in taken for row in decision_batch(c, "i", 1).to_pylist()]
+    assert [r["req"] for r in table] == list(range(1, 8))
+    for r in table:
+        req, n = r["req"], r["req"] % 3 + 1
+        assert r["partition"] == [10 * req + i for i in range(n)]
+        assert r["records"] == list(range(1, n + 1)) and r["topic_no"] == [i % 2 for i in range(n)]
+        assert r["answer"] == bytes([req]) * (4 + req)
+        assert r["latency_ms"] == float(req) and r["client_id"] == f"client-{req}"
+        assert r["topic_ids"] == ([bytes([req]) * 16] * 2 if req == 5 else None)
+        assert r["np_index"] == (list(range(1, n)) or None)
+        assert r["np_decision"] == (["rejected"] * (n - 1) or None)
+        assert r["np_reason"] == (["NOT_ENOUGH_RACKS"] * (n - 1) or None)
+        assert r["np_code"] == ([42] * (n - 1) or None)
+
+
+def test_a_request_without_answer_has_null_answer_and_latency() -> None:
+    buffer = RowBuffer()
+    buffer.add(entry(None, 1, 1), TAIL.pack(math.nan, 0), None)
+    chunk = buffer.take(10)
+    assert chunk is not None and len(chunk.rows) == ROW
+    (row,) = decision_batch(chunk, "i", 1).to_pylist()
+    assert row["answer"] is None and row["latency_ms"] is None
+
+
+class Exploding(tuple):  # type: ignore[type-arg]
+    """A topic tuple whose append fails (as an out-of-memory error would)."""
+
+    def __iter__(self) -> Any:
+        raise MemoryError
+
+
+def test_a_torn_append_drops_what_is_queued_and_recovers(tmp_path: Path) -> None:
+    registry = CollectorRegistry()
+    ledger = DecisionLedger(LedgerConfig(tmp_path, "p"), registry)
+    ledger.flush()
+    frame = memoryview(b"\x00\x00\x00\x04abcd")
+    ledger.complete(entry(ledger, 1, 2), frame)  # queued
+    bad = entry(ledger, 2, 1)
+    bad.topics = Exploding(("a",))
+    ledger.complete(bad, frame)  # half appended: the buffer is torn
+    ledger.complete(entry(ledger, 3, 1), frame)  # refused while torn
+
+    def dropped() -> float:
+        return registry.get_sample_value("rackguard_ledger_dropped_rows_total",
+                                         {"reason": "record_error"}) or 0.0
+
+    assert dropped() == 2  # the torn request, the one refused
+    assert ledger.flush() == 0 and dropped() == 4  # emptied: the queued request too
+    assert registry.get_sample_value("rackguard_ledger_queue_depth") == 0
+    ledger.complete(entry(ledger, 4, 3), frame)
+    assert ledger.flush() == 3
+    ledger.stop()
+
+
+@pytest.mark.parametrize("most", [1, 3])
+def test_take_never_reads_past_the_requests_counted(most: int) -> None:
+    buffer = RowBuffer()
+    buffer.add(entry(None, 1, 2), TAIL.pack(1.0, 1), memoryview(b"x"))
+    buffer.done -= 1  # as if the loop were still appending this request
+    assert buffer.take(most) is None
+    buffer.done += 1
+    chunk = buffer.take(most)
+    assert chunk is not None and chunk.count == 1 and chunk.partitions == 2
+
+
+def test_packed_partitions_counts_records_however_they_are_batched() -> None:
+    from benchmarks.produce_frames import kp_request, make_batch
+    from protocol.headers import parse_request_header
+    from protocol.produce import walk_produce_request
+    from proxy.ledger.entry import packed_partitions
+
+    two_batches = make_batch(2) + make_batch(3)
+    garbage = b"\xff" * 70
+    frame = memoryview(kp_request(9, [("t", [(0, make_batch(4)), (1, two_batches),
+                                             (2, garbage)]), ("u", [(5, make_batch(1))])]))
+    request = walk_produce_request(frame, parse_request_header(frame))
+    topics, ids, parts, rows = packed_partitions(request, frame, None)  # type: ignore[arg-type]
+    assert (topics, ids, rows) == (("t", "u"), None, 4)
+    assert [PART.unpack_from(parts, i * PART.size) for i in range(rows)] == [
+        (0, 0, 4, len(make_batch(4))), (0, 1, 5, len(two_batches)), (0, 2, -1, 70),
+        (1, 5, 1, len(make_batch(1)))]
