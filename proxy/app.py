@@ -37,6 +37,7 @@ from proxy.ledger.recorder import ledger_from_settings
 from proxy.locality.hooks import RackHints
 from proxy.locality.metrics import LocalityMetrics
 from proxy.locality.source import RackSourceError, resolve_client_rack
+from proxy.losswatch.report import ledger_sink
 from proxy.losswatch.watch import loss_watch_from_settings
 from proxy.ops.config_watch import FileWatch
 from proxy.ops.health import Health, LoopProbe, readiness
@@ -207,6 +208,8 @@ class Rackguard:
         if self.loss_watch is not None:
             self.enforcer.watch_answers(self.loss_watch.expect)
             self.store.subscribe(self.loss_watch.view_changed)
+            if self.ledger is not None:  # each confirmed loss is a ledger row as well
+                self.loss_watch.reporter.add_sink(ledger_sink(self.ledger.record_loss))
         # min.insync.racks set through the Admin API (the config topic): the enforcer's
         # rule is the static one (file/flags) with the dynamic values over it.
         self._static = StaticValues(self.enforcer.settings.rule,

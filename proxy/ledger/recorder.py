@@ -30,6 +30,7 @@ Invariants:
 
 from __future__ import annotations
 
+import collections
 import itertools
 import logging
 import os
@@ -49,7 +50,7 @@ from proxy.cluster.view import ClusterView
 from proxy.enforce.policy import NOT_ENOUGH_REPLICAS, Decision, RackRule
 from proxy.ledger.buffer import HEAD, TAIL, RowBuffer, held_bytes
 from proxy.ledger.entry import Entry, all_rejected, outcome_codes, packed_partitions
-from proxy.ledger.schema import DECISION_FILE_PREFIX, SNAPSHOT_FILE_PREFIX, TICK
+from proxy.ledger.schema import DECISION_FILE_PREFIX, LOSS, SNAPSHOT_FILE_PREFIX, TICK
 from proxy.ledger.versions import SnapshotDiffer, Versions
 from proxy.relay.actions import ClientInfo
 from proxy.settings import Settings
@@ -152,6 +153,7 @@ class DecisionLedger:
         self._decisions: StreamFiles | None = None
         self._snapshots: StreamFiles | None = None
         self._retention: Retention | None = None
+        self._events: collections.deque[dict[str, Any]] = collections.deque(maxlen=10_000)
         self._next_tick = 0.0
         self._next_retention = 0.0
         self._last_log: dict[str, float] = {}
@@ -245,6 +247,23 @@ class DecisionLedger:
         """Half the queue bound is used: the writer flushes now rather than drop rows."""
         if not self._wake.is_set():
             self._wake.set()
+
+    def record_loss(self, topic: str, partition: int, leader: int, epoch: int,
+                    ranges: Sequence[tuple[int, int, str]], cause: str,
+                    clients: Sequence[str]) -> None:
+        """A loss the loss watch confirmed: a ``loss`` snapshot row, written with the next
+        flush (``ranges``: first offset, last offset, acks level). Rare; never raises."""
+        try:
+            self._events.append({
+                "kind": LOSS, "ts": self.wall_clock(), "instance": self.config.instance_id,
+                "run": self.run, "seq": self._versions.current[0], "topic": topic,
+                "partitions": [partition], "leaders": [leader], "epoch": epoch,
+                "lost_first": [r[0] for r in ranges], "lost_last": [r[1] for r in ranges],
+                "lost_acks": [r[2] for r in ranges], "cause": cause,
+                "clients": list(clients)})
+            self._wake_early()
+        except Exception:  # noqa: BLE001 - never into the loss watch
+            self._drop("record_error", 1, exc_info=True)
 
     def seal(self) -> None:
         """Kept for callers of the former chunked encoder: entries are queued as they
@@ -394,9 +413,11 @@ class DecisionLedger:
         view_seq, rule_seq = self._versions.current
         now = self.clock()
         tick = bool(view_seq) and (final or now >= self._next_tick)
-        if not pending and not tick:
+        if not pending and not tick and not self._events:
             return  # a file that is due opens when there is something to write
         rows = self._differ.rows(pending, full)
+        while self._events:
+            rows.append(self._events.popleft())
         if tick:
             self._next_tick = now + self.config.snapshot_interval_s
             rows.append({"kind": TICK, "ts": wall, "instance": self.config.instance_id,

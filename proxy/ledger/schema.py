@@ -19,8 +19,11 @@ Files, schema 3 (the JSON Lines of schemas 1 and 2 are not read any more):
 - ``snapshots-<instance>-<utc>-<pid>-<n>.parquet``: the view and the rule as they
   change: a ``topic`` row when a topic's partitions change (and every topic when a
   file opens), a ``brokers`` row when the racks change, a ``rule`` row when the
-  rule changes, a ``gone`` row when a topic leaves the view, and a ``tick`` row
-  every snapshot interval (the proxy was up and on this view and rule).
+  rule changes, a ``gone`` row when a topic leaves the view, a ``tick`` row
+  every snapshot interval (the proxy was up and on this view and rule), and a
+  ``loss`` row when the loss watch confirms acknowledged records lost (the topic,
+  the partition, the leader and epoch that no longer has them, each lost offset
+  range with its acks level, the cause and the client ids that wrote there).
 
 A row is joined to the state it was decided on by ``(instance, run, view_seq)``:
 the topic's latest ``topic`` row with ``seq <= view_seq``. ``run`` tells two runs of
@@ -93,6 +96,12 @@ SNAPSHOT_COLUMNS: tuple[tuple[str, str], ...] = (
     ("rule_prefix_racks", "list<int32>"),
     ("observe", "bool"),
     ("dedicated_code", "int16"),
+    ("epoch", "int32"),  # kind=loss: the leader epoch (partitions: [p], leaders: [leader])
+    ("lost_first", "list<int64>"),  # kind=loss: each lost offset range, first..last,
+    ("lost_last", "list<int64>"),
+    ("lost_acks", "list<string>"),  # its acks level ("all" or "1")
+    ("cause", "string"),  # kind=loss: the election that caused it
+    ("clients", "list<string>"),  # kind=loss: the client ids that wrote the partition
 )
 
-TOPIC, GONE, BROKERS, RULE, TICK = "topic", "gone", "brokers", "rule", "tick"
+TOPIC, GONE, BROKERS, RULE, TICK, LOSS = "topic", "gone", "brokers", "rule", "tick", "loss"

@@ -36,6 +36,10 @@ class ConfirmedLoss:
     cause: str
     clients: tuple[str, ...]
 
+    def spans(self) -> tuple[tuple[int, int, str], ...]:
+        """Each lost range as (first offset, last offset, acks level)."""
+        return tuple((r.first, r.last, ACKS_LABELS[r.level]) for r in self.ranges)
+
     def line(self) -> str:
         spans = ", ".join(f"offsets {r.first}..{r.last} ({r.count} record(s), "
                           f"acks={ACKS_LABELS[r.level]})" for r in self.ranges)
@@ -46,6 +50,14 @@ class ConfirmedLoss:
 
 
 LossSink = Callable[[ConfirmedLoss], None]
+
+
+def ledger_sink(record_loss: Callable[[str, int, int, int, tuple[tuple[int, int, str], ...],
+                                       str, tuple[str, ...]], None]) -> LossSink:
+    """A sink that hands each confirmed loss to the decision ledger's ``record_loss``
+    (topic, partition, leader, epoch, ranges, cause, clients), so the ledger holds it."""
+    return lambda loss: record_loss(loss.topic, loss.partition, loss.leader, loss.epoch,
+                                    loss.spans(), loss.cause, loss.clients)
 
 
 class LossReporter:

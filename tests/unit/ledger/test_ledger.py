@@ -29,6 +29,9 @@ from proxy.enforce.policy import RackRule
 from proxy.ledger.files import read_stream
 from proxy.ledger.recorder import DecisionLedger, LedgerConfig
 from proxy.ledger.schema import OBSERVED, REJECTED
+from proxy.losswatch.report import ConfirmedLoss, LossReporter, ledger_sink
+from proxy.losswatch.rule import LostRange
+from proxy.losswatch.state import ACKS_ALL
 from proxy.relay.actions import Forward, Reply
 from tests.unit._views import part, snap, topic
 from tests.unit.enforce.test_enforcement_hook import (
@@ -355,3 +358,23 @@ def test_required_one_topic_still_records_its_isr(tmp_path: Path) -> None:
     row = written(ledger)[("orders", 1)]
     assert row["isr_racks"] == ["rack-a"]
     assert row["rule"]["rule_topics"] == ["audit"] and row["rule"]["rule_topic_racks"] == [2]
+
+
+def test_a_confirmed_loss_is_a_loss_row_of_the_snapshots(tmp_path: Path) -> None:
+    play = Playbook()
+    ledger, registry = ledger_for(play, tmp_path, snapshot_interval_s=3600)
+    reporter = LossReporter(CollectorRegistry(), [ledger_sink(ledger.record_loss)])
+    loss = ConfirmedLoss("audit", 1, (LostRange(ACKS_ALL, 578, 2377), LostRange(1, 2378, 2380)),
+                         leader=4, epoch=7, epoch_start=578,
+                         cause="unclean election: leader 4 was not in the last ISR [1, 2]",
+                         clients=("java-producer", "rdkafka"))
+    reporter.confirmed(("audit", 1), loss)
+    ledger.flush()
+    [row] = [r for r in table(ledger.snapshot_files) if r["kind"] == "loss"]
+    assert (row["topic"], row["partitions"], row["leaders"], row["epoch"]) == ("audit", [1],
+                                                                               [4], 7)
+    assert list(zip(row["lost_first"], row["lost_last"], row["lost_acks"],
+                    strict=True)) == [(578, 2377, "all"), (2378, 2380, "1")]
+    assert row["cause"] == loss.cause and row["clients"] == ["java-producer", "rdkafka"]
+    assert row["instance"] == "proxy-a" and row["run"] == ledger.run
+    ledger.stop()
