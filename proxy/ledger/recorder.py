@@ -210,23 +210,14 @@ class DecisionLedger:
     def complete(self, entry: Entry, frame: memoryview) -> None:
         """The broker answered the entry's forwarded partitions (never raises)."""
         try:
-            rows = entry.rows
-            if (self._rows_in - self._rows_out + rows > self._queue_size
-                    or self._bytes_in - self._bytes_out > self._queue_bytes
-                    or self._buffer.torn):
-                self._refuse(rows)
-                return
-            self._buffer.add(entry, TAIL.pack((self.clock() - entry.sent_at) * 1000,
-                                              len(frame)), frame)
-            self._rows_in += rows
-            self._bytes_in += held_bytes(rows, len(frame))
-            if (self._rows_in - self._rows_out) * 2 > self._queue_size:
-                self._wake_early()
+            self._add(entry, TAIL.pack((self.clock() - entry.sent_at) * 1000, len(frame)),
+                      frame)
         except Exception:  # noqa: BLE001 - never into the data path
             self._drop("record_error", entry.rows, exc_info=True)
 
     def _add(self, entry: Entry, tail: bytes, answer: memoryview | None) -> None:
-        """Queue a request the broker did not answer (``complete`` inlines the same)."""
+        """Queue a request, with the broker's answer (None: not answered), if the bounds
+        let it in."""
         rows = entry.rows
         if (self._rows_in - self._rows_out + rows > self._queue_size
                 or self._bytes_in - self._bytes_out > self._queue_bytes
