@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -43,12 +44,14 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import (
     KafkaConnectionError,
+    KafkaError,
     KafkaTimeoutError,
     LeaderNotAvailableError,
     NodeNotReadyError,
     NotLeaderForPartitionError,
     RequestTimedOutError,
 )
+from aiokafka.protocol.metadata import MetadataRequest
 
 from proxy.admin.state import (
     CLIENT_HEADER,
@@ -342,10 +345,10 @@ class ConfigTopicStore:
                 if self._wall() - self._answered > FETCH_WAIT_S + OVERDUE_S:
                     # the leader holds no long poll this long: it may hang (a zone that
                     # stopped answering). Its fetch times out only after the wait and the
-                    # request timeout, and aiokafka asks for metadata then; Kafka fences a
-                    # hung leader and elects another meanwhile: ask every HANG_WAKE_S, so a
-                    # change written to the new leader is read from it at once
-                    consumer._client.force_metadata_update()  # noqa: SLF001
+                    # request timeout; Kafka fences a hung leader and elects another
+                    # meanwhile: ask every HANG_WAKE_S, so a change written to the new
+                    # leader is read from it at once
+                    await self._ask_outside_leader_rack(consumer, tp)
                     wake = HANG_WAKE_S
                 batches = await consumer.getmany(tp, timeout_ms=int(wake * 1000),
                                                  max_records=1000)
@@ -361,6 +364,33 @@ class ConfigTopicStore:
                     raise _Reconnect()
         finally:
             await _quietly(consumer.stop())
+
+    async def _ask_outside_leader_rack(self, consumer: AIOKafkaConsumer,
+                                       tp: TopicPartition) -> None:
+        """Where the config topic's leader is now, asked of a live broker outside the
+        silent leader's rack (the proxy's view knows both), and handed to the consumer.
+        aiokafka's own metadata update picks any broker it knows, a hung one too, and
+        then waits out the request timeout; this asks one that answers, and at most
+        HANG_WAKE_S. Without such a broker, aiokafka's update is forced instead."""
+        client = consumer._client  # noqa: SLF001 - aiokafka has no public hook for this
+        leader = client.cluster.leader_for_partition(tp)
+        view = self._view()
+        rack = view.racks.get(leader) if leader is not None else None  # None: no rack
+        others = [n for n in view.brokers
+                  if n != leader and (rack is None or view.racks.get(n) != rack)]
+        if not others:
+            client.force_metadata_update()
+            return
+        node = random.choice(others)
+        try:
+            async with asyncio.timeout(HANG_WAKE_S):
+                answer = await client.send(node, MetadataRequest([tp.topic]))
+        except (KafkaError, OSError, TimeoutError) as exc:
+            log.debug("config topic %s: metadata from broker %d failed: %r",
+                      self.settings.topic, node, exc)
+            client.force_metadata_update()
+            return
+        client.cluster.update_metadata(answer)
 
     def _check_fresh(self, silent_s: float) -> bool:
         """A fetch answers at least every FETCH_WAIT_S while the leader is reachable;

@@ -30,9 +30,7 @@ def rdkafka_stream(bootstrap: str, topic: str, seconds: float, rate: float,
 
     began, sent = time.monotonic(), 0
     while time.monotonic() - began < seconds:
-        due = began + sent / rate
-        if due > time.monotonic():
-            time.sleep(due - time.monotonic())
+        time.sleep(max(0.0, began + sent / rate - time.monotonic()))
         value = f"rdkafka-{sent}"
         producer.produce(topic, value=value, key=value, on_delivery=delivered)
         producer.poll(0)

@@ -26,7 +26,7 @@ from proxy.admin.store import (
     ConfigTopicStore,
     StoreSettings,
 )
-from proxy.cluster.view import ClusterView
+from proxy.cluster.view import Broker, ClusterView
 from proxy.ops.health import Health
 from proxy.settings import load_settings
 
@@ -101,12 +101,29 @@ class _LongPollConsumer:
         self.at = 0
         self.waits: list[float] = []
         self.metadata_asked = 0
-        self._client = self  # aiokafka's client: force_metadata_update
+        self.asked: list[int] = []  # the brokers asked for metadata directly
+        self.updated: list[Any] = []
+        self._client = self  # aiokafka's client: force_metadata_update, send, cluster
+        self.cluster = self  # and its cluster metadata: leader_for_partition, update
         _LongPollConsumer.made.append(options)
         _LongPollConsumer.last = self
 
+    hangs: set[int] = set()  # brokers whose answers never come
+
     def force_metadata_update(self) -> None:
         self.metadata_asked += 1
+
+    def leader_for_partition(self, tp: Any) -> int:
+        return 1
+
+    async def send(self, node: int, request: Any) -> Any:
+        self.asked.append(node)
+        if node in self.hangs:
+            await asyncio.sleep(3600)
+        return ("metadata from", node)
+
+    def update_metadata(self, answer: Any) -> None:
+        self.updated.append(answer)
 
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
@@ -183,3 +200,35 @@ def test_a_leader_that_holds_no_long_poll_has_its_metadata_asked_often(
         return consumer
 
     asyncio.run(scenario())
+
+
+def test_a_silent_leader_has_its_metadata_asked_of_a_broker_in_another_rack(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """aiokafka's own metadata update may pick a broker of the hung rack and wait out its
+    request timeout; the reader asks a live broker outside the leader's rack (the proxy's
+    view), gives the answer to the consumer, and falls back to aiokafka's update when that
+    broker does not answer within HANG_WAKE_S."""
+    monkeypatch.setattr(store_module, "AIOKafkaConsumer", _LongPollConsumer)
+    racks = {1: "a", 2: "a", 3: "b", 4: "c"}
+    view = ClusterView(brokers={n: Broker(n, "h", 9000 + n, r) for n, r in racks.items()},
+                       racks=racks)
+    s = ConfigTopicStore(StoreSettings("t", ("b:1",), 2.0), lambda: view,
+                         lambda old, new, change: None, lambda: None)
+
+    async def scenario(hangs: set[int]) -> _LongPollConsumer:
+        _LongPollConsumer.hangs = hangs
+        s._topic_ready.set()
+        _LongPollConsumer.answered_at = time.time() - 10  # silent for 10 s
+        reading = asyncio.ensure_future(s._follow())
+        await asyncio.sleep(READ_WAKE_S + 2.2 * HANG_WAKE_S)
+        reading.cancel()
+        return _LongPollConsumer.last
+
+    consumer = asyncio.run(scenario(set()))
+    assert consumer.asked and set(consumer.asked) <= {3, 4}  # never the leader's rack
+    assert consumer.updated == [("metadata from", n) for n in consumer.asked]
+    assert consumer.metadata_asked == 0
+    consumer = asyncio.run(scenario({3, 4}))  # those hang too: aiokafka's update instead
+    assert len(consumer.asked) >= 2 and not consumer.updated
+    # each ask that timed out fell back (the last may be cut short by the cancel)
+    assert len(consumer.asked) - 1 <= consumer.metadata_asked <= len(consumer.asked)
