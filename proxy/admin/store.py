@@ -135,6 +135,8 @@ class ConfigTopicStore:
         self._offsets: dict[str, int] = {}  # the offset of the value applied per key
         self._read_to = 0  # the next offset to read (kept across reconnections)
         self._answered = 0.0  # when a fetch was last answered (kept across them too)
+        # (True, its leader) once the reader restarted after a silent leader
+        self._silent_leader: tuple[bool, int | None] = (False, None)
         self._producer: AIOKafkaProducer | None = None
         self._producer_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -316,7 +318,7 @@ class ConfigTopicStore:
         wait_ms = int(FETCH_WAIT_S * 1000)
         ms = int(self.settings.request_timeout_s * 1000)
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=list(self.settings.bootstrap), client_id=self.settings.client_id,
+            bootstrap_servers=self._reader_bootstrap(), client_id=self.settings.client_id,
             group_id=None, enable_auto_commit=False,
             # a long poll is answered after up to wait_ms: the request timeout is beyond it
             request_timeout_ms=wait_ms + ms, fetch_max_wait_ms=wait_ms,
@@ -360,10 +362,28 @@ class ConfigTopicStore:
                     self._answered = max(self._answered, polled / 1000)
                 if (self._check_fresh(self._wall() - self._answered)
                         and self._wall() - started > self._silence_limit_s):
-                    # every broker it knows may be gone: start afresh from the configured
+                    # every broker it knows may be gone: start afresh, from the live
+                    # brokers outside the silent leader's rack first
+                    self._silent_leader = (True, consumer._client.cluster  # noqa: SLF001
+                                           .leader_for_partition(tp))
                     raise _Reconnect()
         finally:
             await _quietly(consumer.stop())
+
+    def _reader_bootstrap(self) -> list[str]:
+        """The configured brokers; after a silent leader, first the live brokers of the
+        proxy's view outside that leader's rack (aiokafka's bootstrap tries them in
+        order and waits out a hung one's request timeout), then the rest, then those."""
+        silent, leader = self._silent_leader
+        configured = list(self.settings.bootstrap)
+        if not silent:
+            return configured
+        view = self._view()
+        rack = view.racks.get(leader) if leader is not None else None
+        live = sorted(view.brokers.values(), key=lambda b: (
+            b.node_id == leader or (rack is not None and view.racks.get(b.node_id) == rack),
+            random.random()))
+        return [f"{b.host}:{b.port}" for b in live] + configured
 
     async def _ask_outside_leader_rack(self, consumer: AIOKafkaConsumer,
                                        tp: TopicPartition) -> None:

@@ -232,3 +232,19 @@ def test_a_silent_leader_has_its_metadata_asked_of_a_broker_in_another_rack(
     assert len(consumer.asked) >= 2 and not consumer.updated
     # each ask that timed out fell back (the last may be cut short by the cancel)
     assert len(consumer.asked) - 1 <= consumer.metadata_asked <= len(consumer.asked)
+
+
+def test_after_a_silent_leader_the_reader_starts_from_live_brokers_outside_its_rack() -> None:
+    """A reader restarted after its leader went silent bootstraps from the view's live
+    brokers outside that leader's rack first (aiokafka tries them in order, waiting out a
+    hung one), then the rest, then the configured list; before that, the configured."""
+    racks = {1: "a", 2: "a", 3: "b", 4: "c"}
+    view = ClusterView(brokers={n: Broker(n, f"k{n}", 9000 + n, r) for n, r in racks.items()},
+                       racks=racks)
+    s = ConfigTopicStore(StoreSettings("t", ("b:1",), 2.0), lambda: view,
+                         lambda old, new, change: None, lambda: None)
+    assert s._reader_bootstrap() == ["b:1"]
+    s._silent_leader = (True, 2)
+    order = s._reader_bootstrap()
+    assert set(order[:2]) == {"k3:9003", "k4:9004"}
+    assert set(order[2:4]) == {"k1:9001", "k2:9002"} and order[4:] == ["b:1"]
