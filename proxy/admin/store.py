@@ -44,14 +44,12 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import (
     KafkaConnectionError,
-    KafkaError,
     KafkaTimeoutError,
     LeaderNotAvailableError,
     NodeNotReadyError,
     NotLeaderForPartitionError,
     RequestTimedOutError,
 )
-from aiokafka.protocol.metadata import MetadataRequest
 
 from proxy.admin.state import (
     CLIENT_HEADER,
@@ -75,7 +73,8 @@ change arrives no later for it; an idle sidecar asks once a second, not ten time
 ``request_timeout_s``: a fetch the leader holds is not a slow broker."""
 READ_WAKE_S = 2 * FETCH_WAIT_S  # how often the reading loop looks at the silence bound
 OVERDUE_S = 0.5  # a long poll unanswered this long past its wait: the leader may hang
-HANG_WAKE_S = 0.5  # then the reader asks for metadata this often, until it is answered
+HANG_WAKE_S = 0.5  # how often the reading loop looks while its leader is silent
+RESTART_S = 1.0  # then a reader at least this old starts afresh (outside the leader's rack)
 
 TOPIC_ALREADY_EXISTS = 36
 # a write is tried again on these (the leadership moves), within write_budget_s
@@ -334,7 +333,8 @@ class ConfigTopicStore:
                 consumer.seek(tp, self._read_to)
             else:
                 await consumer.seek_to_beginning(tp)
-            end = (await consumer.end_offsets([tp]))[tp]
+            # (ListOffsets goes to the leader, which may hang: only until first caught up)
+            end = 0 if self.caught_up else (await consumer.end_offsets([tp]))[tp]
             started = self._wall()
             if self._answered == 0.0:
                 self._answered = started
@@ -347,11 +347,19 @@ class ConfigTopicStore:
                 if self._wall() - self._answered > FETCH_WAIT_S + OVERDUE_S:
                     # the leader holds no long poll this long: it may hang (a zone that
                     # stopped answering). Its fetch times out only after the wait and the
-                    # request timeout; Kafka fences a hung leader and elects another
-                    # meanwhile: ask every HANG_WAKE_S, so a change written to the new
-                    # leader is read from it at once
-                    await self._ask_outside_leader_rack(consumer, tp)
+                    # request timeout, and aiokafka's metadata update may ask a hung broker
+                    # and wait as long; Kafka fences a hung leader and elects another
+                    # meanwhile. So start afresh every RESTART_S from live brokers outside
+                    # the silent leader's rack (the proxy's view): a change written to the
+                    # new leader is read from it within about RESTART_S
+                    if not self._silent_leader[0]:
+                        self._silent_leader = (True, consumer._client.cluster  # noqa: SLF001
+                                               .leader_for_partition(tp))
+                    if self._wall() - started >= RESTART_S:
+                        raise _Reconnect()
                     wake = HANG_WAKE_S
+                else:
+                    self._silent_leader = (False, None)
                 batches = await consumer.getmany(tp, timeout_ms=int(wake * 1000),
                                                  max_records=1000)
                 for record in batches.get(tp, ()):
@@ -362,10 +370,7 @@ class ConfigTopicStore:
                     self._answered = max(self._answered, polled / 1000)
                 if (self._check_fresh(self._wall() - self._answered)
                         and self._wall() - started > self._silence_limit_s):
-                    # every broker it knows may be gone: start afresh, from the live
-                    # brokers outside the silent leader's rack first
-                    self._silent_leader = (True, consumer._client.cluster  # noqa: SLF001
-                                           .leader_for_partition(tp))
+                    # every broker it knows may be gone: start afresh, from the view's
                     raise _Reconnect()
         finally:
             await _quietly(consumer.stop())
@@ -384,33 +389,6 @@ class ConfigTopicStore:
             b.node_id == leader or (rack is not None and view.racks.get(b.node_id) == rack),
             random.random()))
         return [f"{b.host}:{b.port}" for b in live] + configured
-
-    async def _ask_outside_leader_rack(self, consumer: AIOKafkaConsumer,
-                                       tp: TopicPartition) -> None:
-        """Where the config topic's leader is now, asked of a live broker outside the
-        silent leader's rack (the proxy's view knows both), and handed to the consumer.
-        aiokafka's own metadata update picks any broker it knows, a hung one too, and
-        then waits out the request timeout; this asks one that answers, and at most
-        HANG_WAKE_S. Without such a broker, aiokafka's update is forced instead."""
-        client = consumer._client  # noqa: SLF001 - aiokafka has no public hook for this
-        leader = client.cluster.leader_for_partition(tp)
-        view = self._view()
-        rack = view.racks.get(leader) if leader is not None else None  # None: no rack
-        others = [n for n in view.brokers
-                  if n != leader and (rack is None or view.racks.get(n) != rack)]
-        if not others:
-            client.force_metadata_update()
-            return
-        node = random.choice(others)
-        try:
-            async with asyncio.timeout(HANG_WAKE_S):
-                answer = await client.send(node, MetadataRequest([tp.topic]))
-        except (KafkaError, OSError, TimeoutError) as exc:
-            log.debug("config topic %s: metadata from broker %d failed: %r",
-                      self.settings.topic, node, exc)
-            client.force_metadata_update()
-            return
-        client.cluster.update_metadata(answer)
 
     def _check_fresh(self, silent_s: float) -> bool:
         """A fetch answers at least every FETCH_WAIT_S while the leader is reachable;

@@ -23,6 +23,7 @@ from proxy.admin.store import (
     FETCH_WAIT_S,
     HANG_WAKE_S,
     READ_WAKE_S,
+    RESTART_S,
     ConfigTopicStore,
     StoreSettings,
 )
@@ -100,30 +101,14 @@ class _LongPollConsumer:
         self.options = options
         self.at = 0
         self.waits: list[float] = []
-        self.metadata_asked = 0
-        self.asked: list[int] = []  # the brokers asked for metadata directly
-        self.updated: list[Any] = []
-        self._client = self  # aiokafka's client: force_metadata_update, send, cluster
-        self.cluster = self  # and its cluster metadata: leader_for_partition, update
+        self._client = self  # aiokafka's client
+        self.cluster = self  # and its cluster metadata: leader_for_partition
         _LongPollConsumer.made.append(options)
         _LongPollConsumer.last = self
-
-    hangs: set[int] = set()  # brokers whose answers never come
-
-    def force_metadata_update(self) -> None:
-        self.metadata_asked += 1
 
     def leader_for_partition(self, tp: Any) -> int:
         return 1
 
-    async def send(self, node: int, request: Any) -> Any:
-        self.asked.append(node)
-        if node in self.hangs:
-            await asyncio.sleep(3600)
-        return ("metadata from", node)
-
-    def update_metadata(self, answer: Any) -> None:
-        self.updated.append(answer)
 
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
@@ -174,64 +159,41 @@ def test_an_empty_config_topic_is_read_to_its_end_without_waiting_for_a_long_pol
     assert options["request_timeout_ms"] == options["fetch_max_wait_ms"] + 600
 
 
-def test_a_leader_that_holds_no_long_poll_has_its_metadata_asked_often(
+def test_a_leader_that_holds_no_long_poll_has_the_reader_start_afresh_outside_its_rack(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A hung leader: its fetch times out only after the wait and the request timeout,
-    while Kafka elects another; the reader asks for metadata every HANG_WAKE_S from the
-    moment the long poll is overdue, and waits the usual READ_WAKE_S again once answered."""
-    monkeypatch.setattr(store_module, "AIOKafkaConsumer", _LongPollConsumer)
-    s = ConfigTopicStore(StoreSettings("t", ("b:1",), 2.0), ClusterView,
-                         lambda old, new, change: None, lambda: None)
-
-    async def scenario() -> _LongPollConsumer:
-        s._topic_ready.set()
-        _LongPollConsumer.answered_at = time.time() - 10  # silent for 10 s
-        reading = asyncio.ensure_future(s._follow())
-        await asyncio.sleep(READ_WAKE_S + 2.2 * HANG_WAKE_S)  # seen at the first wake
-        consumer = _LongPollConsumer.last
-        assert consumer.metadata_asked >= 2 and consumer.waits[-1] == HANG_WAKE_S
-        _LongPollConsumer.answered_at = None  # the new leader answers
-        await asyncio.sleep(HANG_WAKE_S + 0.1)
-        asked = consumer.metadata_asked
-        assert consumer.waits[-1] == READ_WAKE_S
-        await asyncio.sleep(0.3)
-        assert consumer.metadata_asked == asked
-        reading.cancel()
-        return consumer
-
-    asyncio.run(scenario())
-
-
-def test_a_silent_leader_has_its_metadata_asked_of_a_broker_in_another_rack(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """aiokafka's own metadata update may pick a broker of the hung rack and wait out its
-    request timeout; the reader asks a live broker outside the leader's rack (the proxy's
-    view), gives the answer to the consumer, and falls back to aiokafka's update when that
-    broker does not answer within HANG_WAKE_S."""
+    and aiokafka's metadata update may ask a hung broker, while Kafka elects another
+    leader. From the moment the long poll is overdue the reader starts afresh every
+    RESTART_S, bootstrapping from live brokers outside the silent leader's rack, and
+    stops doing so once a fetch is answered again."""
     monkeypatch.setattr(store_module, "AIOKafkaConsumer", _LongPollConsumer)
     racks = {1: "a", 2: "a", 3: "b", 4: "c"}
-    view = ClusterView(brokers={n: Broker(n, "h", 9000 + n, r) for n, r in racks.items()},
+    view = ClusterView(brokers={n: Broker(n, f"k{n}", 9000 + n, r) for n, r in racks.items()},
                        racks=racks)
     s = ConfigTopicStore(StoreSettings("t", ("b:1",), 2.0), lambda: view,
                          lambda old, new, change: None, lambda: None)
+    s.caught_up = True  # read to its end before: no ListOffsets to a leader that may hang
 
-    async def scenario(hangs: set[int]) -> _LongPollConsumer:
-        _LongPollConsumer.hangs = hangs
+    async def scenario() -> None:
         s._topic_ready.set()
+        _LongPollConsumer.made.clear()
         _LongPollConsumer.answered_at = time.time() - 10  # silent for 10 s
         reading = asyncio.ensure_future(s._follow())
-        await asyncio.sleep(READ_WAKE_S + 2.2 * HANG_WAKE_S)
+        await asyncio.sleep(2.5 * RESTART_S + HANG_WAKE_S)
+        restarts = len(_LongPollConsumer.made)
+        assert restarts >= 2
+        assert _LongPollConsumer.last.waits[-1] == HANG_WAKE_S
+        for options in _LongPollConsumer.made[1:]:  # the leader (broker 1) is in rack a
+            assert set(options["bootstrap_servers"][:2]) == {"k3:9003", "k4:9004"}
+        _LongPollConsumer.answered_at = None  # the new leader answers
+        await asyncio.sleep(RESTART_S + HANG_WAKE_S)
+        settled = len(_LongPollConsumer.made)
+        assert _LongPollConsumer.last.waits[-1] == READ_WAKE_S
+        await asyncio.sleep(RESTART_S + 0.2)
+        assert len(_LongPollConsumer.made) == settled
         reading.cancel()
-        return _LongPollConsumer.last
 
-    consumer = asyncio.run(scenario(set()))
-    assert consumer.asked and set(consumer.asked) <= {3, 4}  # never the leader's rack
-    assert consumer.updated == [("metadata from", n) for n in consumer.asked]
-    assert consumer.metadata_asked == 0
-    consumer = asyncio.run(scenario({3, 4}))  # those hang too: aiokafka's update instead
-    assert len(consumer.asked) >= 2 and not consumer.updated
-    # each ask that timed out fell back (the last may be cut short by the cancel)
-    assert len(consumer.asked) - 1 <= consumer.metadata_asked <= len(consumer.asked)
+    asyncio.run(scenario())
 
 
 def test_after_a_silent_leader_the_reader_starts_from_live_brokers_outside_its_rack() -> None:
