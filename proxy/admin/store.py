@@ -73,8 +73,8 @@ change arrives no later for it; an idle sidecar asks once a second, not ten time
 ``request_timeout_s``: a fetch the leader holds is not a slow broker."""
 READ_WAKE_S = 2 * FETCH_WAIT_S  # how often the reading loop looks at the silence bound
 OVERDUE_S = 0.5  # a long poll unanswered this long past its wait: the leader may hang
-HANG_WAKE_S = 0.5  # how often the reading loop looks while its leader is silent
-RESTART_S = 1.0  # then a reader at least this old starts afresh (outside the leader's rack)
+SHORT_WAIT_S = 0.1  # then short polls, as before long polls, until answered SETTLE_S long
+SETTLE_S = 30.0
 
 TOPIC_ALREADY_EXISTS = 36
 # a write is tried again on these (the leadership moves), within write_budget_s
@@ -136,6 +136,7 @@ class ConfigTopicStore:
         self._answered = 0.0  # when a fetch was last answered (kept across them too)
         # (True, its leader) once the reader restarted after a silent leader
         self._silent_leader: tuple[bool, int | None] = (False, None)
+        self._short_since: float | None = None  # short polls since (None: long polls)
         self._producer: AIOKafkaProducer | None = None
         self._producer_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -314,18 +315,21 @@ class ConfigTopicStore:
 
     async def _read_forever(self) -> None:
         tp = TopicPartition(self.settings.topic, 0)
-        wait_ms = int(FETCH_WAIT_S * 1000)
         ms = int(self.settings.request_timeout_s * 1000)
+        short = self._short_since is not None
+        if short:  # after a silent leader: short polls, a request timeout of its own
+            polls: dict[str, Any] = dict(request_timeout_ms=ms,
+                                         fetch_max_wait_ms=int(SHORT_WAIT_S * 1000),
+                                         metadata_max_age_ms=max(ms * 5, 5000))
+        else:  # a long poll is answered after up to its wait: the timeout is beyond it
+            wait_ms = int(FETCH_WAIT_S * 1000)
+            polls = dict(request_timeout_ms=wait_ms + ms, fetch_max_wait_ms=wait_ms,
+                         metadata_max_age_ms=max(ms * 5, 30_000))
         consumer = AIOKafkaConsumer(
             bootstrap_servers=self._reader_bootstrap(), client_id=self.settings.client_id,
             group_id=None, enable_auto_commit=False,
-            # a long poll is answered after up to wait_ms: the request timeout is beyond it
-            request_timeout_ms=wait_ms + ms, fetch_max_wait_ms=wait_ms,
-            # its fetcher's loop wakes on its own answers; this bounds how soon it fetches
-            # from a new leader once the metadata names one (a hang, below)
-            consumer_timeout_ms=int(HANG_WAKE_S * 1000),
             retry_backoff_ms=int(self.settings.retry_backoff_s * 1000),
-            metadata_max_age_ms=max(ms * 5, 30_000), **self.settings.security)
+            **polls, **self.settings.security)
         await consumer.start()
         try:
             consumer.assign([tp])
@@ -343,25 +347,26 @@ class ConfigTopicStore:
                 # each batch, never only when a long poll comes back empty
                 if not self.caught_up and await consumer.position(tp) >= end:
                     self._mark_caught_up()
-                wake = READ_WAKE_S
-                if self._wall() - self._answered > FETCH_WAIT_S + OVERDUE_S:
+                silent = self._wall() - self._answered
+                if not short and silent > FETCH_WAIT_S + OVERDUE_S:
                     # the leader holds no long poll this long: it may hang (a zone that
-                    # stopped answering). Its fetch times out only after the wait and the
-                    # request timeout, and aiokafka's metadata update may ask a hung broker
-                    # and wait as long; Kafka fences a hung leader and elects another
-                    # meanwhile. So start afresh every RESTART_S from live brokers outside
-                    # the silent leader's rack (the proxy's view): a change written to the
-                    # new leader is read from it within about RESTART_S
-                    if not self._silent_leader[0]:
-                        self._silent_leader = (True, consumer._client.cluster  # noqa: SLF001
-                                               .leader_for_partition(tp))
-                    if self._wall() - started >= RESTART_S:
-                        raise _Reconnect()
-                    wake = HANG_WAKE_S
-                else:
-                    self._silent_leader = (False, None)
-                batches = await consumer.getmany(tp, timeout_ms=int(wake * 1000),
-                                                 max_records=1000)
+                    # stopped answering), and a fetch held by a hung leader, or aiokafka's
+                    # metadata update asking a hung broker, waits out the long request
+                    # timeout while Kafka elects another leader. Start afresh at once with
+                    # short polls, from live brokers outside the silent leader's rack
+                    self._silent_leader = (True, consumer._client.cluster  # noqa: SLF001
+                                           .leader_for_partition(tp))
+                    self._short_since = self._wall()
+                    raise _Reconnect()
+                if short and silent > 1.0:
+                    self._short_since = self._wall()
+                elif (short and self._short_since is not None
+                      and self._wall() - self._short_since > SETTLE_S):
+                    self._short_since = None  # answered all along: back to long polls
+                    raise _Reconnect()
+                batches = await consumer.getmany(
+                    tp, timeout_ms=500 if short else int(READ_WAKE_S * 1000),
+                    max_records=1000)
                 for record in batches.get(tp, ()):
                     self._absorb(record)
                     self._read_to = record.offset + 1

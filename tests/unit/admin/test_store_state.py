@@ -21,9 +21,8 @@ from proxy.admin.service import AdminConfigs
 from proxy.admin.state import Change, DynamicConfigs, Resource, StoredValue
 from proxy.admin.store import (
     FETCH_WAIT_S,
-    HANG_WAKE_S,
     READ_WAKE_S,
-    RESTART_S,
+    SHORT_WAIT_S,
     ConfigTopicStore,
     StoreSettings,
 )
@@ -159,38 +158,39 @@ def test_an_empty_config_topic_is_read_to_its_end_without_waiting_for_a_long_pol
     assert options["request_timeout_ms"] == options["fetch_max_wait_ms"] + 600
 
 
-def test_a_leader_that_holds_no_long_poll_has_the_reader_start_afresh_outside_its_rack(
+def test_a_leader_that_holds_no_long_poll_has_the_reader_start_afresh_with_short_polls(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A hung leader: its fetch times out only after the wait and the request timeout,
-    and aiokafka's metadata update may ask a hung broker, while Kafka elects another
-    leader. From the moment the long poll is overdue the reader starts afresh every
-    RESTART_S, bootstrapping from live brokers outside the silent leader's rack, and
-    stops doing so once a fetch is answered again."""
+    """A hung leader: a fetch it holds, or aiokafka's metadata update asking a hung broker,
+    waits out the long request timeout while Kafka elects another leader. From the moment
+    the long poll is overdue the reader starts afresh once, with short polls and the admin
+    request timeout, bootstrapping from live brokers outside the silent leader's rack; once
+    answered all along for SETTLE_S it goes back to long polls."""
     monkeypatch.setattr(store_module, "AIOKafkaConsumer", _LongPollConsumer)
+    monkeypatch.setattr(store_module, "SETTLE_S", 0.6)
     racks = {1: "a", 2: "a", 3: "b", 4: "c"}
     view = ClusterView(brokers={n: Broker(n, f"k{n}", 9000 + n, r) for n, r in racks.items()},
                        racks=racks)
     s = ConfigTopicStore(StoreSettings("t", ("b:1",), 2.0), lambda: view,
                          lambda old, new, change: None, lambda: None)
     s.caught_up = True  # read to its end before: no ListOffsets to a leader that may hang
+    made = _LongPollConsumer.made
 
     async def scenario() -> None:
         s._topic_ready.set()
-        _LongPollConsumer.made.clear()
+        made.clear()
         _LongPollConsumer.answered_at = time.time() - 10  # silent for 10 s
         reading = asyncio.ensure_future(s._follow())
-        await asyncio.sleep(2.5 * RESTART_S + HANG_WAKE_S)
-        restarts = len(_LongPollConsumer.made)
-        assert restarts >= 2
-        assert _LongPollConsumer.last.waits[-1] == HANG_WAKE_S
-        for options in _LongPollConsumer.made[1:]:  # the leader (broker 1) is in rack a
-            assert set(options["bootstrap_servers"][:2]) == {"k3:9003", "k4:9004"}
+        await asyncio.sleep(READ_WAKE_S + 0.5)  # the reading loop looks every READ_WAKE_S
+        assert len(made) == 2  # the long-poll reader, then one with short polls
+        assert made[0]["fetch_max_wait_ms"] == int(FETCH_WAIT_S * 1000)
+        assert made[1]["fetch_max_wait_ms"] == int(SHORT_WAIT_S * 1000)
+        assert made[1]["request_timeout_ms"] == 2000
+        assert set(made[1]["bootstrap_servers"][:2]) == {"k3:9003", "k4:9004"}  # not rack a
         _LongPollConsumer.answered_at = None  # the new leader answers
-        await asyncio.sleep(RESTART_S + HANG_WAKE_S)
-        settled = len(_LongPollConsumer.made)
-        assert _LongPollConsumer.last.waits[-1] == READ_WAKE_S
-        await asyncio.sleep(RESTART_S + 0.2)
-        assert len(_LongPollConsumer.made) == settled
+        await asyncio.sleep(1.5)  # answered SETTLE_S long: long polls again
+        assert len(made) == 3 and made[2]["fetch_max_wait_ms"] == int(FETCH_WAIT_S * 1000)
+        await asyncio.sleep(1.0)
+        assert len(made) == 3
         reading.cancel()
 
     asyncio.run(scenario())
