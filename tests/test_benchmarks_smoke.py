@@ -123,4 +123,4 @@ def test_idle_wakeups_figures_are_sane() -> None:
     woke, = figures(r"the loop woke # times a second", out)
     assert 0 < woke < 1000
     fetches, = figures(r"\| aiokafka FetchRequest \| # \|", out)  # the config topic's reader
-    assert 0 < fetches < 5  # a long poll: about one a second, not ten
+    assert 0 < fetches < 30  # the reader polls every 100 ms (docs/performance.md)

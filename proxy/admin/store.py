@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -64,17 +63,6 @@ from proxy.admin.topic_layout import WANTED_CONFIGS, assignment
 from proxy.cluster.view import ClusterView
 
 log = logging.getLogger("rackguard.admin.store")
-
-FETCH_WAIT_S = 1.0
-"""How long the leader holds the reader's fetch while there is nothing new: a long poll.
-A record written meanwhile (a change through another proxy) is answered at once, so a
-change arrives no later for it; an idle sidecar asks once a second, not ten times
-(docs/performance.md, "Fleet cost"). The consumer's request timeout is this plus
-``request_timeout_s``: a fetch the leader holds is not a slow broker."""
-READ_WAKE_S = 2 * FETCH_WAIT_S  # how often the reading loop looks at the silence bound
-OVERDUE_S = 0.5  # a long poll unanswered this long past its wait: the leader may hang
-SHORT_WAIT_S = 0.1  # then short polls, as before long polls, until answered SETTLE_S long
-SETTLE_S = 30.0
 
 TOPIC_ALREADY_EXISTS = 36
 # a write is tried again on these (the leadership moves), within write_budget_s
@@ -134,9 +122,6 @@ class ConfigTopicStore:
         self._offsets: dict[str, int] = {}  # the offset of the value applied per key
         self._read_to = 0  # the next offset to read (kept across reconnections)
         self._answered = 0.0  # when a fetch was last answered (kept across them too)
-        # (True, its leader) once the reader restarted after a silent leader
-        self._silent_leader: tuple[bool, int | None] = (False, None)
-        self._short_since: float | None = None  # short polls since (None: long polls)
         self._producer: AIOKafkaProducer | None = None
         self._producer_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -316,20 +301,12 @@ class ConfigTopicStore:
     async def _read_forever(self) -> None:
         tp = TopicPartition(self.settings.topic, 0)
         ms = int(self.settings.request_timeout_s * 1000)
-        short = self._short_since is not None
-        if short:  # after a silent leader: short polls, a request timeout of its own
-            polls: dict[str, Any] = dict(request_timeout_ms=ms,
-                                         fetch_max_wait_ms=int(SHORT_WAIT_S * 1000),
-                                         metadata_max_age_ms=max(ms * 5, 5000))
-        else:  # a long poll is answered after up to its wait: the timeout is beyond it
-            wait_ms = int(FETCH_WAIT_S * 1000)
-            polls = dict(request_timeout_ms=wait_ms + ms, fetch_max_wait_ms=wait_ms,
-                         metadata_max_age_ms=max(ms * 5, 30_000))
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self._reader_bootstrap(), client_id=self.settings.client_id,
-            group_id=None, enable_auto_commit=False,
+            bootstrap_servers=list(self.settings.bootstrap), client_id=self.settings.client_id,
+            group_id=None, enable_auto_commit=False, request_timeout_ms=ms,
+            fetch_max_wait_ms=100,
             retry_backoff_ms=int(self.settings.retry_backoff_s * 1000),
-            **polls, **self.settings.security)
+            metadata_max_age_ms=max(ms * 5, 5000), **self.settings.security)
         await consumer.start()
         try:
             consumer.assign([tp])
@@ -337,69 +314,32 @@ class ConfigTopicStore:
                 consumer.seek(tp, self._read_to)
             else:
                 await consumer.seek_to_beginning(tp)
-            # (ListOffsets goes to the leader, which may hang: only until first caught up)
-            end = 0 if self.caught_up else (await consumer.end_offsets([tp]))[tp]
+            end = (await consumer.end_offsets([tp]))[tp]
             started = self._wall()
             if self._answered == 0.0:
                 self._answered = started
             while True:
-                # read to its end: at start (an empty topic is read at once), then after
-                # each batch, never only when a long poll comes back empty
-                if not self.caught_up and await consumer.position(tp) >= end:
-                    self._mark_caught_up()
-                silent = self._wall() - self._answered
-                if not short and silent > FETCH_WAIT_S + OVERDUE_S:
-                    # the leader holds no long poll this long: it may hang (a zone that
-                    # stopped answering), and a fetch held by a hung leader, or aiokafka's
-                    # metadata update asking a hung broker, waits out the long request
-                    # timeout while Kafka elects another leader. Start afresh at once with
-                    # short polls, from live brokers outside the silent leader's rack
-                    self._silent_leader = (True, consumer._client.cluster  # noqa: SLF001
-                                           .leader_for_partition(tp))
-                    self._short_since = self._wall()
-                    raise _Reconnect()
-                if short and silent > 1.0:
-                    self._short_since = self._wall()
-                elif (short and self._short_since is not None
-                      and self._wall() - self._short_since > SETTLE_S):
-                    self._short_since = None  # answered all along: back to long polls
-                    raise _Reconnect()
-                batches = await consumer.getmany(
-                    tp, timeout_ms=500 if short else int(READ_WAKE_S * 1000),
-                    max_records=1000)
+                batches = await consumer.getmany(tp, timeout_ms=500, max_records=1000)
                 for record in batches.get(tp, ()):
                     self._absorb(record)
                     self._read_to = record.offset + 1
+                if not self.caught_up and await consumer.position(tp) >= end:
+                    self._mark_caught_up()
                 polled = consumer.last_poll_timestamp(tp)
                 if polled is not None:  # the leader's last fetch answer
                     self._answered = max(self._answered, polled / 1000)
                 if (self._check_fresh(self._wall() - self._answered)
                         and self._wall() - started > self._silence_limit_s):
-                    # every broker it knows may be gone: start afresh, from the view's
+                    # every broker it knows may be gone: start afresh from the configured
                     raise _Reconnect()
         finally:
             await _quietly(consumer.stop())
 
-    def _reader_bootstrap(self) -> list[str]:
-        """The configured brokers; after a silent leader, first the live brokers of the
-        proxy's view outside that leader's rack (aiokafka's bootstrap tries them in
-        order and waits out a hung one's request timeout), then the rest, then those."""
-        silent, leader = self._silent_leader
-        configured = list(self.settings.bootstrap)
-        if not silent:
-            return configured
-        view = self._view()
-        rack = view.racks.get(leader) if leader is not None else None
-        live = sorted(view.brokers.values(), key=lambda b: (
-            b.node_id == leader or (rack is not None and view.racks.get(b.node_id) == rack),
-            random.random()))
-        return [f"{b.host}:{b.port}" for b in live] + configured
-
     def _check_fresh(self, silent_s: float) -> bool:
-        """A fetch answers at least every FETCH_WAIT_S while the leader is reachable;
-        silence beyond that and a few request timeouts is a read failure (counted once,
-        shown until it ends; True: the consumer is started again from the configured
-        brokers). aiokafka follows the leadership meanwhile, among the brokers it knows."""
+        """A fetch answers at least every 100 ms while the leader is reachable; silence
+        beyond a few request timeouts is a read failure (counted once, shown until it
+        ends; True: the consumer is started again from the configured brokers). aiokafka
+        follows the leadership meanwhile, among the brokers it knows."""
         if silent_s <= self._silence_limit_s:
             if self.last_error is not None:
                 log.info("config topic %s: reading again", self.settings.topic)
@@ -414,7 +354,7 @@ class ConfigTopicStore:
 
     @property
     def _silence_limit_s(self) -> float:
-        return FETCH_WAIT_S + max(3 * self.settings.request_timeout_s, 5.0)
+        return max(3 * self.settings.request_timeout_s, 5.0)
 
     def _absorb(self, record: Any) -> None:
         try:

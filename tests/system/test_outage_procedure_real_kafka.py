@@ -86,11 +86,18 @@ def leader_address(bootstrap: str, topic: str) -> tuple[str, int]:
 
 def code_at(address: tuple[str, int], topic: str) -> tuple[int, str]:
     """One acks=all record to the leader at ``address`` (a proxy's): (error code, message)."""
+    began = time.monotonic()
     try:
         result = raw_produce_to(address, [(topic, 0, [b"x"])])[0]
     except OSError as exc:
+        LAST_ANSWER[:] = [f"{exc} after {time.monotonic() - began:.2f} s"]
         return -1, str(exc)
+    LAST_ANSWER[:] = [f"{result.error_code} {result.error_message or ''!r} after "
+                      f"{time.monotonic() - began:.2f} s"]
     return result.error_code, result.error_message or ""
+
+
+LAST_ANSWER: list[str] = []  # code_at's last answer, named when a bound is missed
 
 
 def within(seconds: float, check: Callable[[], bool], what: str) -> float:
@@ -99,7 +106,8 @@ def within(seconds: float, check: Callable[[], bool], what: str) -> float:
     while not check():
         took = time.monotonic() - began
         if took > seconds:
-            raise AssertionError(f"{what}: not within {seconds:.1f} s")
+            raise AssertionError(f"{what}: not within {seconds:.1f} s (the last produce "
+                                 f"answer: {LAST_ANSWER[0] if LAST_ANSWER else 'none'})")
         time.sleep(0.05)
     return time.monotonic() - began
 
