@@ -171,26 +171,18 @@ class DecisionLedger:
         observe: bool,
         dedicated_code: int | None,
         now: float,
-        rule: RackRule | None = None,
     ) -> Entry | None:
-        """Record one decided request (``rule``: the rule it was decided on; default the
-        rule source's). Returns its entry, the hook that completes it from the broker's
-        answer, when some partition goes upstream (None otherwise, or on any failure)."""
+        """Record one decided request. Returns its entry, the hook that completes it from
+        the broker's answer, when some partition goes upstream (None otherwise, or on any
+        failure)."""
         try:
             if not self._writer_up:
                 self._drop("writer_down", len(decisions))
                 return None
             wall = self.wall_clock()
             versions = self._versions
-            last_view, view_seq = versions.last_view
-            if last_view is not view:
-                view_seq = versions.view_seq(view, wall)
-            if rule is None:
-                rule = self._rule_source()
-            key, rule_seq = versions.last_rule
-            if key is None or key[0] is not rule or key[1] is not observe \
-                    or key[2] != dedicated_code:
-                rule_seq = versions.rule_seq(rule, observe, dedicated_code, wall)
+            view_seq = versions.view_seq(view, wall)
+            rule_seq = versions.rule_seq(self._rule_source(), observe, dedicated_code, wall)
             topics, ids, parts, rows = packed_partitions(request, frame, view)
             codes = outcome_codes(decisions, observe)
             head = HEAD.pack(wall, next(self._requests), view_seq, rule_seq,

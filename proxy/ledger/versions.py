@@ -35,45 +35,43 @@ class Versions:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # (what was numbered last, its number), replaced whole: the event loop compares
-        # identities with these before calling view_seq/rule_seq (read-only outside)
-        self.last_view: tuple[ClusterView | None, int] = (None, 0)
-        self.last_rule: tuple[RuleKey | None, int] = (None, 0)
+        self._view: tuple[ClusterView | None, int] = (None, 0)
+        self._rule: tuple[RuleKey | None, int] = (None, 0)
         self._pending: list[Pending] = []
 
     def view_seq(self, view: ClusterView, wall: float) -> int:
-        current = self.last_view
+        current = self._view
         if current[0] is view:
             return current[1]
         with self._lock:
-            current = self.last_view
+            current = self._view
             if current[0] is view:
                 return current[1]
             seq = current[1] + 1
-            self.last_view = (view, seq)
+            self._view = (view, seq)
             self._pending.append(("view", seq, view, wall))
             return seq
 
     def rule_seq(self, rule: RackRule, observe: bool, dedicated: int | None, wall: float
                  ) -> int:
-        current = self.last_rule
+        current = self._rule
         key = current[0]
         if (key is not None and key[0] is rule and key[1] is observe
                 and key[2] == dedicated):
             return current[1]
         with self._lock:
-            seq = self.last_rule[1] + 1
-            self.last_rule = ((rule, observe, dedicated), seq)
+            seq = self._rule[1] + 1
+            self._rule = ((rule, observe, dedicated), seq)
             self._pending.append(("rule", seq, (rule, observe, dedicated), wall))
             return seq
 
     def current_rule(self) -> RuleKey | None:
-        return self.last_rule[0]
+        return self._rule[0]
 
     @property
     def current(self) -> tuple[int, int]:
         """(view seq, rule seq) last handed out."""
-        return self.last_view[1], self.last_rule[1]
+        return self._view[1], self._rule[1]
 
     def take(self) -> list[Pending]:
         """What was numbered since the last call, in order (the writer thread)."""
