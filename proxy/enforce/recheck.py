@@ -54,7 +54,7 @@ from protocol.produce import (
 from proxy.cluster.view import ClusterView, ClusterViewStore
 from proxy.enforce.fresh_view import FreshView
 from proxy.enforce.policy import REJECTING, Decision, RackRule, Verdict, decide, distrust
-from proxy.enforce.suspects import Key, Row, SuspectPartitions, row_of
+from proxy.enforce.suspects import Key, Row, SuspectPartitions, unchanged
 from proxy.relay.response_queue import AnswerReader, ResponseTransform
 
 log = logging.getLogger("rackguard.enforcement")
@@ -166,11 +166,7 @@ class AckRecheck:
         failed: set[Key] = set()
         if moved:
             store = self._store
-
-            def unchanged() -> bool:
-                return any(row_of(store.view, k) == before[k] for k in moved)
-
-            if not await self.fresh.confirm(since, unchanged):
+            if not await self.fresh.confirm(since, lambda: unchanged(store.view, before, moved)):
                 failed.update(moved)
         if unsure is not None and not await unsure:
             failed.update(held)

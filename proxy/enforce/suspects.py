@@ -22,7 +22,7 @@ dict and a caller tests only its truthiness.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from protocol.produce import TopicKey
 from proxy.cluster.view import ClusterView, ClusterViewStore
@@ -37,6 +37,13 @@ def row_of(view: ClusterView, key: Key) -> Row | None:
     topic = view.topic(key[0])
     row = topic.partitions.rows.get(key[1]) if topic is not None else None
     return None if row is None else (row[2], row[5])
+
+
+def unchanged(view: ClusterView, before: Mapping[Key, Row | None], keys: Iterable[Key]
+              ) -> bool:
+    """``view`` still shows one of ``keys`` with the (leader, ISR) it had ``before``."""
+    return any((row := before.get(key)) is not None and row_of(view, key) == row
+               for key in keys)
 
 
 class SuspectPartitions:
@@ -121,10 +128,7 @@ class SuspectPartitions:
 
     def _unchanged(self, keys: list[Key]) -> bool:
         """The fresh view still shows one of ``keys`` as the suspect request saw it."""
-        view = self._store.view
-        before = self._before
-        return any(key in before and before[key] is not None
-                   and row_of(view, key) == before[key] for key in keys)
+        return unchanged(self._store.view, self._before, keys)
 
     def _expire(self, now: float) -> None:
         touched = self._touched
