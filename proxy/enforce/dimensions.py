@@ -99,15 +99,23 @@ class Shortfall:
                 f"{self.dimension}={self.required}")
 
 
+def distinct_values(racks: Iterable[str | None], dims: RackDimensions,
+                    levels: Iterable[str]) -> dict[str, set[str]]:
+    """The distinct values of each of ``levels`` among ``racks`` (a rack without a value
+    for a level counts as the value ``""``, as the rule counts it)."""
+    per_level: dict[str, set[str]] = {n: set() for n in levels}
+    for rack in racks:
+        values = dims.values(rack)
+        for name, seen in per_level.items():
+            seen.add(values.get(name, ""))
+    return per_level
+
+
 def shortfall(isr_racks: Iterable[str | None], dims: RackDimensions,
               minimums: Mapping[str, int]) -> Shortfall | None:
     """None when the ISR's racks span every level's minimum; else the first level (in
     ``minimums``' order) that falls short."""
-    per_level: dict[str, set[str]] = {n: set() for n in minimums}
-    for rack in isr_racks:
-        values = dims.values(rack)
-        for name in per_level:
-            per_level[name].add(values.get(name, ""))
+    per_level = distinct_values(isr_racks, dims, minimums)
     for name, required in minimums.items():
         if required > 1 and len(per_level[name]) < required:
             return Shortfall(name, tuple(sorted(per_level[name])), required)

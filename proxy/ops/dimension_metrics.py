@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from prometheus_client.core import GaugeMetricFamily
 
 from proxy.cluster.view import ClusterView
-from proxy.enforce.dimensions import RackDimensions
+from proxy.enforce.dimensions import RackDimensions, distinct_values
 from proxy.enforce.policy import RackRule
 
 COUNT = "rackguard_isr_dimension_count"
@@ -71,12 +71,8 @@ class DimensionCoverage:
 def _value_counts(view: ClusterView, dims: RackDimensions,
                   isr: tuple[int, ...]) -> tuple[int, ...]:
     """Distinct values of each dimension (in ``dims.names`` order) among the ISR's racks."""
-    per: list[set[str]] = [set() for _ in dims.names]
-    for rack in view.isr_racks(isr):
-        values = dims.values(rack)
-        for i, name in enumerate(dims.names):
-            per[i].add(values[name])
-    return tuple(len(s) for s in per)
+    per = distinct_values(view.isr_racks(isr), dims, dims.names)
+    return tuple(len(per[name]) for name in dims.names)
 
 
 def compute(view: ClusterView, rule: RackRule, series: str) -> DimensionCoverage | None:
