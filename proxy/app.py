@@ -165,6 +165,8 @@ class Rackguard:
         if settings.view_scope == "watched":
             self.watched = WatchedTopics(clock, settings.watch_idle_ms / 1000,
                                          lambda topic_id: self.store.view.topic_ids.get(topic_id))
+            if settings.config_topic:  # its reader takes the leader from the view
+                self.watched.pin(settings.config_topic)
         if self.watched is not None:
             watched = self.watched
             Gauge("rackguard_watched_topics",
@@ -215,7 +217,7 @@ class Rackguard:
         self._static = StaticValues(self.enforcer.settings.rule,
                                     "min_insync_racks" in settings.model_fields_set)
         self.admin = AdminConfigs(settings, registry, lambda: self.store.view,
-                                  lambda: self._static, self._apply_dynamic)
+                                  lambda: self._static, self._apply_dynamic, self.poller)
         self.admin.install(self.server)
         # Rendered by /metrics after the registry, not registered in it: its own text
         # writer is ~20x faster than prometheus_client's for 100,000s of series.
@@ -341,13 +343,15 @@ class Rackguard:
                                        self.settings.observe):
                 log.warning("%s", warning)
             self._learn_addresses_from_view()
+        # polling from here on: the config topic's reader takes its leader from the view
+        # (one the store has just created is in the view after a refresh)
+        self.poller.start()
         await self.admin.start(self._config_wait_s())
         await self.server.start()
         await self._listeners_of_view()
         self._keep(self._housekeeping())
         if self.loss_watch is not None:
             self._keep(self.loss_watch.run())
-        self.poller.start()
         if self.ledger is not None:
             self.ledger.start()
         if self.settings.metrics_port is not None:

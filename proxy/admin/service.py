@@ -22,7 +22,7 @@ from protocol.apis import ApiKey
 from proxy.admin.interceptor import ConfigInterceptor
 from proxy.admin.rules import NAME, ClusterFacts, StaticValues, effective_rule
 from proxy.admin.state import Change, DynamicConfigs
-from proxy.admin.store import ConfigTopicStore, StoreSettings
+from proxy.admin.store import ConfigTopicStore, OwnRequests, StoreSettings
 from proxy.cluster.view import ClusterView
 from proxy.enforce.policy import RackRule
 from proxy.ops.health import Health
@@ -45,6 +45,7 @@ class AdminConfigs:
         view: Callable[[], ClusterView],
         static: Callable[[], StaticValues],
         on_rule: Callable[[], None],
+        cluster: OwnRequests,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._settings = settings
@@ -68,13 +69,15 @@ class AdminConfigs:
         if settings.config_topic:
             self.store = ConfigTopicStore(
                 StoreSettings(settings.config_topic, settings.upstream,
-                              # aiokafka's fetches wait up to 100 ms: at least 1 s
+                              # the writer's and the topic check's requests: at least 1 s
                               max(settings.admin_request_timeout_ms, 1000) / 1000,
                               settings.upstream_backoff_ms / 1000 or 0.1,
                               max(settings.upstream_backoff_max_ms / 1000, 0.1),
                               security=aiokafka_options(settings),
-                              fix_settings=not settings.config_topic_read_only),
-                view, self._changed, self.read_failures.inc,
+                              fix_settings=not settings.config_topic_read_only,
+                              # a Fetch later than its wait by the hedge delay: a hung leader
+                              fetch_grace_s=settings.metadata_hedge_delay_ms / 1000),
+                view, cluster, self._changed, self.read_failures.inc,
                 on_write_failure=lambda reason: self.write_failures.labels(reason).inc())
         refusal = None
         if settings.config_topic_read_only:

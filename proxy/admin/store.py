@@ -8,9 +8,11 @@ leaves a rack serving. An existing topic is checked at start (and again every 30
 while something is wrong, :mod:`.topic_health`): what keeps it from taking a change
 then is logged and shown in /readyz (``health.problems``), and min.insync.replicas is
 set to 1 by the proxy itself unless it is read-only. Every proxy reads it from the
-start at start-up, then follows it; a change is written with acks=all on the proxy's
-own connections (aiokafka), retried while the leadership moves (up to
-``write_budget_s``), and applied here as soon as the write is acknowledged; a write
+start at start-up, then follows it (:mod:`.topic_follower`: a long-polling Fetch to
+the leader the cluster view names, on a connection of the proxy's own); a change is
+written with acks=all by an aiokafka producer started at the first change, retried
+while the leadership moves (up to ``write_budget_s``), and applied here as soon as the
+write is acknowledged; a write
 that fails raises a StoreError saying which partition, its leader and ISR, and what
 would make it writable, and is counted by reason. The key names the resource, the
 value is JSON (see :mod:`.state`); a tombstone deletes.
@@ -23,11 +25,10 @@ Invariants:
   skipped, so a value never flips back;
 - until the topic has been read to its end once, ``caught_up`` is False (the
   proxy uses its static values and says so in /readyz); a later read failure keeps
-  the last values, is counted and shown in ``last_error``, and reading resumes
-  after a back-off (aiokafka fails over to another broker as partition leadership
-  moves, e.g. when a rack hangs; a consumer that heard nothing beyond the bound, and
-  a producer whose attempt failed, are started afresh from the configured brokers,
-  since the brokers they learnt may all be gone).
+  the last values, is counted and shown in ``last_error``, and reading resumes at
+  the leader a fresh view names (the poller's view survives a hung rack), or after
+  a back-off; a producer whose attempt failed is started afresh from the configured
+  brokers, since the brokers it learnt may all be gone.
 """
 
 from __future__ import annotations
@@ -37,9 +38,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import (
     KafkaConnectionError,
@@ -58,8 +59,11 @@ from proxy.admin.state import (
     decode_record,
     encode_record,
 )
+from proxy.admin.topic_fetch import Record
+from proxy.admin.topic_follower import FollowSettings, PartitionFollower
 from proxy.admin.topic_health import ConfigTopicHealth
 from proxy.admin.topic_layout import WANTED_CONFIGS, assignment
+from proxy.cluster.control_conn import ControlConn
 from proxy.cluster.view import ClusterView
 
 log = logging.getLogger("rackguard.admin.store")
@@ -70,8 +74,12 @@ RETRIABLE = (KafkaTimeoutError, RequestTimedOutError, NotLeaderForPartitionError
              LeaderNotAvailableError, KafkaConnectionError, NodeNotReadyError, TimeoutError)
 
 
-class _Reconnect(Exception):
-    """The consumer heard nothing for too long: a new one, from the configured brokers."""
+class OwnRequests(Protocol):
+    """What the reader takes from the proxy's poller (:class:`MetadataPoller`)."""
+
+    def open_connection(self, node_id: int) -> Awaitable[ControlConn]: ...
+
+    def refresh_now(self, configs: bool = False) -> Awaitable[bool]: ...
 
 
 class StoreError(Exception):
@@ -92,6 +100,11 @@ class StoreSettings:
     fix_settings: bool = True  # set min.insync.replicas=1 on an old topic itself
     # the proxy's own TLS and SASL as aiokafka options (proxy.security)
     security: Mapping[str, Any] = field(default_factory=dict)
+    # how long the leader holds a Fetch that finds nothing new (the follower's long poll)
+    fetch_wait_s: float = 0.5
+    # beyond its wait, how long a Fetch may take before its leader is treated as hung
+    # (the app passes the poller's hedge delay)
+    fetch_grace_s: float = 0.5
 
 
 class ConfigTopicStore:
@@ -99,12 +112,15 @@ class ConfigTopicStore:
         self,
         settings: StoreSettings,
         view: Callable[[], ClusterView],
+        cluster: OwnRequests,
         on_change: Callable[[DynamicConfigs, DynamicConfigs, Change], None],
         on_read_failure: Callable[[], None],
-        wall_clock: Callable[[], float] = time.time,
         on_write_failure: Callable[[str], None] = lambda reason: None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``view``: the proxy's cluster view (live brokers, racks of every broker seen);
+        """``view``: the proxy's cluster view (live brokers, racks of every broker seen,
+        the config topic's leader); ``cluster``: the proxy's poller (a connection of
+        the proxy's own for the reader to hold, a fresh view on demand);
         ``on_write_failure``: called with the reason of each failed write."""
         self.settings = settings
         self._view = view
@@ -115,13 +131,17 @@ class ConfigTopicStore:
         self.health = ConfigTopicHealth(settings.topic, settings.bootstrap[0],
                                         settings.fix_settings, view, self._admin,
                                         settings.request_timeout_s)
-        self._wall = wall_clock
         self.state = DynamicConfigs()
         self.caught_up = False
         self.last_error: str | None = None
         self._offsets: dict[str, int] = {}  # the offset of the value applied per key
-        self._read_to = 0  # the next offset to read (kept across reconnections)
-        self._answered = 0.0  # when a fetch was last answered (kept across them too)
+        self._follower = PartitionFollower(
+            FollowSettings(settings.topic, 0, settings.fetch_wait_s,
+                           settings.fetch_wait_s + settings.fetch_grace_s,
+                           settings.retry_backoff_s, settings.max_backoff_s,
+                           max(3 * settings.request_timeout_s, 5.0)),
+            self._leader, cluster.open_connection, cluster.refresh_now, clock, self._absorb,
+            self._mark_caught_up, self._silence)
         self._producer: AIOKafkaProducer | None = None
         self._producer_lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -250,11 +270,9 @@ class ConfigTopicStore:
         while True:
             try:
                 await self._ensure_topic()
-                await self._read_forever()
+                await self._follower.run()
             except asyncio.CancelledError:
                 raise
-            except _Reconnect:
-                continue
             except Exception as exc:  # noqa: BLE001 - keep the last values, retry
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 self._on_read_failure()
@@ -298,67 +316,27 @@ class ConfigTopicStore:
                      "min.insync.replicas=1)", self.settings.topic, replicas)
         self._topic_ready.set()
 
-    async def _read_forever(self) -> None:
-        tp = TopicPartition(self.settings.topic, 0)
-        ms = int(self.settings.request_timeout_s * 1000)
-        consumer = AIOKafkaConsumer(
-            bootstrap_servers=list(self.settings.bootstrap), client_id=self.settings.client_id,
-            group_id=None, enable_auto_commit=False, request_timeout_ms=ms,
-            fetch_max_wait_ms=100,
-            retry_backoff_ms=int(self.settings.retry_backoff_s * 1000),
-            metadata_max_age_ms=max(ms * 5, 5000), **self.settings.security)
-        await consumer.start()
-        try:
-            consumer.assign([tp])
-            if self._read_to:
-                consumer.seek(tp, self._read_to)
-            else:
-                await consumer.seek_to_beginning(tp)
-            end = (await consumer.end_offsets([tp]))[tp]
-            started = self._wall()
-            if self._answered == 0.0:
-                self._answered = started
-            while True:
-                batches = await consumer.getmany(tp, timeout_ms=500, max_records=1000)
-                for record in batches.get(tp, ()):
-                    self._absorb(record)
-                    self._read_to = record.offset + 1
-                if not self.caught_up and await consumer.position(tp) >= end:
-                    self._mark_caught_up()
-                polled = consumer.last_poll_timestamp(tp)
-                if polled is not None:  # the leader's last fetch answer
-                    self._answered = max(self._answered, polled / 1000)
-                if (self._check_fresh(self._wall() - self._answered)
-                        and self._wall() - started > self._silence_limit_s):
-                    # every broker it knows may be gone: start afresh from the configured
-                    raise _Reconnect()
-        finally:
-            await _quietly(consumer.stop())
+    def _leader(self) -> int | None:
+        """The config topic partition's leader as the cluster view names it."""
+        topic = self._view().topic(self.settings.topic)
+        row = topic.partitions.rows.get(0) if topic is not None else None
+        return row[2] if row is not None and row[2] >= 0 else None
 
-    def _check_fresh(self, silent_s: float) -> bool:
-        """A fetch answers at least every 100 ms while the leader is reachable; silence
-        beyond a few request timeouts is a read failure (counted once, shown until it
-        ends; True: the consumer is started again from the configured brokers). aiokafka
-        follows the leadership meanwhile, among the brokers it knows."""
-        if silent_s <= self._silence_limit_s:
-            if self.last_error is not None:
-                log.info("config topic %s: reading again", self.settings.topic)
+    def _silence(self, failure: str | None) -> None:
+        """The leader has not answered for the follower's silence bound (counted once, shown
+        until it ends), or (None) answers again."""
+        if failure is None:
+            log.info("config topic %s: reading again", self.settings.topic)
             self.last_error = None
-            return False
-        if self.last_error is None:
-            self.last_error = f"no answer from its leader for {silent_s:.0f} s"
-            self._on_read_failure()
-            log.warning("config topic %s: %s; the last values stay in force",
-                        self.settings.topic, self.last_error)
-        return True
+            return
+        self.last_error = f"no answer from its leader: {failure}"
+        self._on_read_failure()
+        log.warning("config topic %s: %s; the last values stay in force",
+                    self.settings.topic, self.last_error)
 
-    @property
-    def _silence_limit_s(self) -> float:
-        return max(3 * self.settings.request_timeout_s, 5.0)
-
-    def _absorb(self, record: Any) -> None:
+    def _absorb(self, record: Record) -> None:
         try:
-            client = next((v for k, v in record.headers or () if k == CLIENT_HEADER), b"")
+            client = next((v for k, v in record.headers if k == CLIENT_HEADER), b"")
             change = decode_record(record.key, record.value, client)
         except RecordError as exc:
             self._on_read_failure()

@@ -328,29 +328,45 @@ class MetadataPoller:
     def _request_timeout(self) -> float:
         return self._settings.admin_request_timeout_ms / 1000
 
+    async def open_connection(self, node_id: int) -> ControlConn:
+        """A connection of the proxy's own to broker ``node_id`` (at the view's address,
+        with the poller's TLS, SASL and ApiVersions), outside the poller's: for a caller
+        that holds requests open (the config topic's long-polling Fetch), which closes
+        it. Raises like a poller attempt (OSError, PollError, LoginFailed...)."""
+        broker = self._store.view.brokers.get(node_id)
+        if broker is None:
+            raise PollError(f"broker {node_id} is not in the view")
+        return await self._open(Candidate(node_id, broker.host, broker.port, broker.rack))
+
     async def _connect(self, c: Candidate) -> ControlConn:
         conn = self._conns.get(c.address)
         if conn is not None and conn.expires_at <= self._clock():
             self._drop(c.address)  # its SASL session is about to end: a new one logs in
             conn = None
-        if conn is not None:
-            return conn
+        if conn is None:
+            conn = self._conns[c.address] = await self._open(c)
+        return conn
+
+    async def _open(self, c: Candidate) -> ControlConn:
         async with asyncio.timeout(self._settings.admin_connect_timeout_ms / 1000):
             reader, writer = await asyncio.open_connection(
                 c.host, c.port, ssl=self._ssl,
                 server_hostname=c.host if self._ssl is not None else None)
         conn = ControlConn(reader, writer, self._count_bytes)
-        self._conns[c.address] = conn
-        frame = await conn.call(ApiVersionsRequest(version=0), self._request_timeout)
-        error, entries = read_api_versions(frame, 0)
-        if error != 0:
-            raise PollError(f"ApiVersions error {error}")
-        conn.versions = {key: (lo, hi) for key, lo, hi in entries}
-        credentials = sasl_credentials(self._settings)  # the password file is read now
-        if credentials is not None:
-            lifetime_ms = await login(conn, credentials, self._request_timeout)
-            if lifetime_ms > 0:
-                conn.expires_at = self._clock() + _SESSION_SHARE * lifetime_ms / 1000
+        try:
+            frame = await conn.call(ApiVersionsRequest(version=0), self._request_timeout)
+            error, entries = read_api_versions(frame, 0)
+            if error != 0:
+                raise PollError(f"ApiVersions error {error}")
+            conn.versions = {key: (lo, hi) for key, lo, hi in entries}
+            credentials = sasl_credentials(self._settings)  # the password file is read now
+            if credentials is not None:
+                lifetime_ms = await login(conn, credentials, self._request_timeout)
+                if lifetime_ms > 0:
+                    conn.expires_at = self._clock() + _SESSION_SHARE * lifetime_ms / 1000
+        except BaseException:  # a failed or cancelled set-up: nothing left open
+            conn.close()
+            raise
         return conn
 
     def _drop(self, address: Address) -> None:

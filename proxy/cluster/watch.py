@@ -2,7 +2,8 @@
 
 A topic joins when a request that passes through names it (a Produce the rule decides,
 a Fetch, a Metadata request for named topics, an admin request) and leaves when none
-has named it for ``idle_s`` (``watch_idle_ms``). The poller asks Metadata and
+has named it for ``idle_s`` (``watch_idle_ms``); a pinned topic (the config topic,
+which the proxy itself reads) never leaves. The poller asks Metadata and
 DescribeConfigs for these topics only (``view_scope = "watched"``), so what a sidecar
 costs the cluster, and itself, grows with its clients' topics, never with the
 cluster's size. Other parts (the ledger's snapshots) read :meth:`WatchedTopics.names`.
@@ -56,6 +57,11 @@ class WatchedTopics:
         if new:
             self._names = frozenset(last_used)
         return new
+
+    def pin(self, name: str) -> None:
+        """Watch ``name`` for good (the config topic: the proxy's own reader follows it)."""
+        self.use([name])
+        self._last_used[name] = float("inf")
 
     def names(self) -> frozenset[str]:
         """The watched topics now: those named within ``idle_s`` (the rest leave)."""

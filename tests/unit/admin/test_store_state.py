@@ -17,11 +17,12 @@ from proxy.admin.store import ConfigTopicStore, StoreSettings
 from proxy.cluster.view import ClusterView
 from proxy.ops.health import Health
 from proxy.settings import load_settings
+from tests.unit.admin.no_cluster import NoCluster
 
 
 def store(changes: list[tuple[DynamicConfigs, DynamicConfigs, Change]],
           failures: list[int]) -> ConfigTopicStore:
-    return ConfigTopicStore(StoreSettings("t", ("b:1",), 1.0), ClusterView,
+    return ConfigTopicStore(StoreSettings("t", ("b:1",), 1.0), ClusterView, NoCluster(),
                             lambda old, new, change: changes.append((old, new, change)),
                             lambda: failures.append(1))
 
@@ -47,19 +48,19 @@ def test_records_apply_in_offset_order_and_changes_are_reported_once() -> None:
 def test_silence_is_one_counted_failure_until_reading_resumes() -> None:
     failures: list[int] = []
     s = store([], failures)
-    assert s._check_fresh(1.0) is False
     assert s.last_error is None
-    assert s._check_fresh(6.0) is True  # stale: the consumer is started afresh
-    assert s._check_fresh(7.0) is True
+    s._silence("broker 1 did not answer a Fetch within 1.0 s")  # the follower's bound
     assert s.last_error is not None and "no answer" in s.last_error and failures == [1]
-    s._check_fresh(0.1)
-    assert s.last_error is None
+    assert "broker 1 did not answer" in s.last_error
+    s._silence(None)  # an answer again
+    assert s.last_error is None and failures == [1]
 
 
 def test_readiness_waits_for_the_config_topic() -> None:
     settings = load_settings({"upstream": "127.0.0.1:9"}, env={})
     admin = AdminConfigs(settings, CollectorRegistry(), lambda: None,  # type: ignore[arg-type]
-                         lambda: None, lambda: None)  # type: ignore[arg-type, return-value]
+                         lambda: None, lambda: None,  # type: ignore[arg-type, return-value]
+                         NoCluster())
     assert admin.store is not None
     base = Health(True, "ready: metadata 0.1 s old")
     waiting = admin.health(base)
@@ -72,5 +73,6 @@ def test_readiness_waits_for_the_config_topic() -> None:
     assert admin.health(Health(False, "no metadata")) == Health(False, "no metadata")
     off = AdminConfigs(load_settings({"upstream": "127.0.0.1:9", "config_topic": ""}, env={}),
                        CollectorRegistry(), lambda: None,  # type: ignore[arg-type]
-                       lambda: None, lambda: None)  # type: ignore[arg-type, return-value]
+                       lambda: None, lambda: None,  # type: ignore[arg-type, return-value]
+                       NoCluster())
     assert off.store is None and off.health(base) == base

@@ -28,6 +28,7 @@ from proxy.cluster.view import ClusterView, ClusterViewStore
 from proxy.ops.health import Health
 from proxy.settings import load_settings
 from tests.unit._views import Clock, broker, snap
+from tests.unit.admin.no_cluster import NoCluster
 
 T = "__rackguard_configs"
 SIX = (broker(1, "rack-a"), broker(2, "rack-b"), broker(3, "rack-c"),
@@ -94,7 +95,7 @@ def make_store(producer: FakeProducer, the_view: ClusterView,
     s = ConfigTopicStore(
         StoreSettings(T, ("b1:9092",), 1.0, retry_backoff_s=0.01, write_budget_s=1.0,
                       fix_settings=not read_only),
-        lambda: the_view, lambda old, new, change: None, lambda: None,
+        lambda: the_view, NoCluster(), lambda old, new, change: None, lambda: None,
         on_write_failure=reasons.append)
     s._producer = producer  # type: ignore[assignment]
 
@@ -189,7 +190,7 @@ def test_an_old_topic_the_proxy_may_not_fix_is_shown(monkeypatch: pytest.MonkeyP
 
     settings = load_settings({"upstream": "127.0.0.1:9"}, env={})
     admin = AdminConfigs(settings, CollectorRegistry(), view, lambda: None,  # type: ignore
-                         lambda: None)
+                         lambda: None, NoCluster())
     assert admin.store is not None
     admin.store.caught_up = True
     admin.store.health.problems = s.health.problems
