@@ -14,7 +14,8 @@ Two measurements over ``--window`` seconds after ``--warmup``:
    grouped by what it belongs to (a task's outermost and innermost coroutine, or the
    callback's name), per second; the loop's wake-ups (selector calls that returned) and
    how many of them had I/O; the Kafka requests the proxy sent on its own (the poller's
-   control connections and aiokafka's, by API); each thread's CPU. The instrumentation
+   control connections, the config topic reader's, and aiokafka's (the config topic's
+   writer, after a change), by API); each thread's CPU. The instrumentation
    costs CPU itself: read the counts from it, the CPU from 1.
 
 ``--real`` starts the suite's real cluster (six Kafka brokers in three racks, as

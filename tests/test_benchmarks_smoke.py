@@ -122,5 +122,5 @@ def test_idle_wakeups_figures_are_sane() -> None:
     assert 0 <= cpu < 50 and 10 < rss < 1000
     woke, = figures(r"the loop woke # times a second", out)
     assert 0 < woke < 1000
-    fetches, = figures(r"\| aiokafka FetchRequest \| # \|", out)  # the config topic's reader
-    assert 0 < fetches < 30  # the reader polls every 100 ms (docs/performance.md)
+    fetches, = figures(r"\| control Fetch \| # \|", out)  # the config topic's reader
+    assert 0 < fetches < 5  # a long poll: the leader holds each Fetch 0.5 s (docs/performance.md)
