@@ -8,13 +8,15 @@ relays each client's own SCRAM exchange. Checked: an idempotent acks=all
 producer and a consumer (librdkafka and kafka-python) through the proxy; a
 wrong password gets Kafka's refusal unchanged; a client that skips
 authentication gets nothing through; the rack rule (a topic asking for more
-racks than exist) still refuses acks=all for an authenticated client.
+racks than exist) still refuses acks=all for an authenticated client; the config topic
+is followed on the proxy's own SASL_SSL connection through re-authentications.
 """
 
 from __future__ import annotations
 
 import ssl
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,3 +195,30 @@ def test_reauthentication_passes_through_on_open_connections(secure: SecureRig) 
     # (a partition on another leader) account for were re-authentications of open ones
     new_logins = secure.metric("rackguard_requests_total", authenticate) - logins
     assert new_logins > 2 * (after - connections), (new_logins, after - connections)
+
+
+def test_the_config_topic_is_followed_over_sasl_ssl(secure: SecureRig) -> None:
+    """The config topic's reader fetches on a connection of the proxy's own (TLS, its SCRAM
+    login): /readyz says the topic was read to its end, and over three session lifetimes
+    (the reader logs in again before each one ends) no read fails and one Fetch or more
+    is sent per second."""
+    url = f"http://127.0.0.1:{secure.metrics_port}/readyz"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as answer:
+                ready = answer.read().decode()
+                break
+        except OSError:
+            assert time.monotonic() < deadline, "/readyz never ready"
+            time.sleep(0.5)
+    assert "not read to its end" not in ready and "no answer" not in ready, ready
+    fetch = {"api": "Fetch", "direction": "sent"}
+    before = secure.metric("rackguard_own_request_bytes_total", fetch)
+    failures = secure.metric("rackguard_config_topic_read_failures_total", {})
+    time.sleep(3 * REAUTH_MS / 1000)
+    assert secure.metric("rackguard_config_topic_read_failures_total", {}) == failures
+    sent = secure.metric("rackguard_own_request_bytes_total", fetch) - before
+    assert sent > 3 * REAUTH_MS / 1000 * 50, sent  # about two Fetch requests a second
+    with urllib.request.urlopen(url, timeout=5) as answer:
+        assert "no answer" not in answer.read().decode()
