@@ -13,8 +13,8 @@ the leader the cluster view names, on a connection of the proxy's own); a change
 written with acks=all by an aiokafka producer started at the first change, retried
 while the leadership moves (up to ``write_budget_s``), and applied here as soon as the
 write is acknowledged; a write that fails raises a StoreError saying which partition,
-its leader and ISR, and what would make it writable, and is counted by reason. The key names the resource, the
-value is JSON (see :mod:`.state`); a tombstone deletes.
+its leader and ISR, and what would make it writable, and is counted by reason. The
+key names the resource, the value is JSON (see :mod:`.state`); a tombstone deletes.
 
 Invariants:
 - ``state`` is a frozen :class:`~.state.DynamicConfigs`, replaced whole, never
