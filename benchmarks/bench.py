@@ -46,6 +46,7 @@ from benchmarks.bench_ledger import table as ledger_table
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 WATCH_OFF = "rackguard-observe-watch-off"  # --loss-watch-pair's second target
+WATCH_OFF_TWIN = "rackguard-observe-watch-off-twin"  # --loss-watch-control's third
 
 
 @dataclass
@@ -297,6 +298,8 @@ def run(args: argparse.Namespace) -> Results:
         if args.loss_watch_pair:  # the same configuration, the loss watch on and off
             proxies = [("rackguard", []), ("rackguard-observe", [*observe, "--loss-watch", "on"]),
                        (WATCH_OFF, [*observe, "--loss-watch", "off"])]
+            if args.loss_watch_control:  # the same again: what the bench resolves
+                proxies.append((WATCH_OFF_TWIN, [*observe, "--loss-watch", "off"]))
         if args.ledger_loads:
             stack.callback(shutil.rmtree, logs / "ledger", True)  # can be large; logs stay
             proxies.append(("rackguard-ledger", [*observe, "--ledger-dir", str(logs / "ledger")]))
@@ -388,14 +391,17 @@ def summarize(results: Results, sizes: list[int]) -> dict[str, Any]:
     return summary
 
 
-def loss_watch_ratios(results: Results, sizes: list[int]) -> dict[str, Any]:
-    """Watch on over watch off (rackguard-observe / rackguard-observe-watch-off), throughput
-    and CPU per GB, per round (the two ran back to back on fresh brokers, in alternated
-    order): each round's ratio, their median and quartiles, per record size."""
+def loss_watch_ratios(results: Results, sizes: list[int], over: str = "rackguard-observe"
+                      ) -> dict[str, Any]:
+    """Watch on over watch off (``over`` / rackguard-observe-watch-off), throughput and CPU
+    per GB, per round (the two ran back to back on fresh brokers, in alternated order):
+    each round's ratio, their median and quartiles, per record size. With ``over`` the
+    twin of the watch-off proxy (``--loss-watch-control``): the same configuration twice,
+    so the ratios show what the bench can resolve."""
     figures: dict[str, Any] = {}
     for size in sizes:
         sized = [s for s in results.samples if s.record_size == size]
-        on = {s.round: s for s in sized if s.target == "rackguard-observe"}
+        on = {s.round: s for s in sized if s.target == over}
         off = {s.round: s for s in sized if s.target == WATCH_OFF}
         rounds = sorted(set(on) & set(off))
         if not rounds:
@@ -414,8 +420,10 @@ def loss_watch_ratios(results: Results, sizes: list[int]) -> dict[str, Any]:
     return figures
 
 
-def loss_watch_table(figures: dict[str, Any]) -> str:
-    lines = ["loss watch on / off (same rackguard observe configuration, per round)"]
+def loss_watch_table(figures: dict[str, Any],
+                     title: str = "loss watch on / off (same rackguard observe configuration, "
+                     "per round)") -> str:
+    lines = [title]
     for size, row in figures.items():
         mb, cpu = row["mb_s_ratio"], row.get("cpu_s_per_gb_ratio")
         line = (f"  {size:<7} {row['rounds']} rounds  throughput x{mb['median']:.3f} "
@@ -485,6 +493,11 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="also run rackguard-observe with the loss watch off "
                         f"({WATCH_OFF}, next to it in the alternation) and print the "
                         "on/off throughput and CPU ratios per round (median, quartiles)")
+    parser.add_argument("--loss-watch-control", action="store_true",
+                        help="with --loss-watch-pair: a third observe proxy with the watch "
+                        f"off ({WATCH_OFF_TWIN}, after the other two in the alternation), "
+                        "and its ratios to the first watch-off one: the same "
+                        "configuration twice, what the bench can resolve")
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON here")
     parser.add_argument("--smoke", action="store_true",
                         help="a few seconds in all (checks the benchmark works; figures "
@@ -522,13 +535,19 @@ def main(args: argparse.Namespace) -> int:
     if watch:
         print()
         print(loss_watch_table(watch))
+    control = (loss_watch_ratios(results, args.sizes, WATCH_OFF_TWIN)
+               if args.loss_watch_pair and args.loss_watch_control else {})
+    if control:
+        print()
+        print(loss_watch_table(control, "control: watch off / watch off (two proxies of "
+                                        "the same configuration, per round)"))
     ledger_summary = results.ledger.summary()
     if ledger_summary:
         print()
         print(ledger_table(ledger_summary))
     if args.json:
         Path(args.json).write_text(json.dumps(
-            {"summary": summary, "loss_watch": watch,
+            {"summary": summary, "loss_watch": watch, "loss_watch_control": control,
              "samples": [asdict(s) for s in results.samples],
              "ledger": {"summary": ledger_summary,
                         "samples": [asdict(s) for s in results.ledger.samples]},
