@@ -12,6 +12,7 @@ dozen Arrow calls per batch, none per request or partition but the strings' conv
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,29 +57,33 @@ _ZERO = pa.array([0], pa.int32())
 _DECISION = pa.array([d or None for d, _, _ in OUTCOMES], pa.string())
 _REASON = pa.array([r or None for _, r, _ in OUTCOMES], pa.string())
 _CODE = pa.array([c for _, _, c in OUTCOMES], pa.int32())
+_RACKS_OUTCOMES = [bytes((i,)) for i, (_, _, c) in enumerate(OUTCOMES) if c == RACKS_CODE]
 
 
-def _column(data: bytes, kind: pa.DataType, length: int) -> pa.Array:
+def _column(data: bytes | array[Any], kind: pa.DataType, length: int) -> pa.Array:
     """``length`` fixed-width values laid out in ``data`` as an Arrow array (no copy)."""
     return pa.Array.from_buffers(kind, length, [None, pa.py_buffer(data)])
 
 
 class _Rows:
-    """The fields of a chunk's fixed-size rows, each as a column."""
+    """The fields of a chunk's fixed-size rows, each as a column (a field is a strided
+    slice of an ``array``: one C loop, about half the time of a strided memoryview's
+    ``tobytes``)."""
 
     def __init__(self, rows: bytes, count: int) -> None:
-        self._eights = memoryview(rows).cast("q")
-        self._fours = memoryview(rows).cast("i")
+        self._int64s = array("q", rows)
+        self._float64s = array("d", rows)
+        self._int32s = array("i", rows)
         self._count = count
 
     def int64(self, field: int) -> pa.Array:
-        return _column(self._eights[field::ROW // 8].tobytes(), pa.int64(), self._count)
+        return _column(self._int64s[field::ROW // 8], pa.int64(), self._count)
 
     def float64(self, field: int) -> pa.Array:
-        return _column(self._eights[field::ROW // 8].tobytes(), pa.float64(), self._count)
+        return _column(self._float64s[field::ROW // 8], pa.float64(), self._count)
 
     def int32(self, field: int) -> pa.Array:
-        return _column(self._fours[field::ROW // 4].tobytes(), pa.int32(), self._count)
+        return _column(self._int32s[field::ROW // 4], pa.int32(), self._count)
 
 
 def _offsets(counts: pa.Array) -> pa.Array:
@@ -95,11 +100,11 @@ def decision_batch(chunk: Chunk, instance: str, run: int) -> pa.RecordBatch:
     rows = _Rows(chunk.rows, n)
     counts = rows.int32(F_ROWS)
     offsets = _offsets(counts)
-    parts = memoryview(chunk.parts).cast("i")
+    parts = array("i", chunk.parts)
     total = chunk.partitions
 
     def per_partition(field: int, kind: pa.DataType) -> pa.Array:
-        values = _column(parts[field::4].tobytes(), pa.int32(), total)
+        values = _column(parts[field::4], pa.int32(), total)
         return pa.ListArray.from_arrays(offsets, values if kind == pa.int32() else
                                         values.cast(kind))
 
@@ -157,9 +162,10 @@ def _not_passed(chunk: Chunk, offsets: pa.Array, counts: pa.Array, racks_code: p
     else:  # none passed (observe mode on a rack shortfall): every partition is listed
         np_offsets, none = offsets, pc.equal(counts, 0)
     code = pc.take(_CODE, codes)
-    np_code = pc.if_else(pc.equal(code, RACKS_CODE), pc.take(racks_code, parent), code)
+    if any(racks in chunk.codes for racks in _RACKS_OUTCOMES):  # the request's own code
+        code = pc.if_else(pc.equal(code, RACKS_CODE), pc.take(racks_code, parent), code)
     values = (position, pc.take(_DECISION, codes), pc.take(_REASON, codes),
-              np_code.cast(pa.int16()))
+              code.cast(pa.int16()))
     return [pa.ListArray.from_arrays(np_offsets, v.cast(_TYPES[name].value_type), mask=none)
             for name, v in zip(names, values, strict=True)]
 
