@@ -64,7 +64,10 @@ log = logging.getLogger("rackguard.ledger")
 
 _BATCH_ENTRIES = 5_000  # requests per record batch
 _NO_ANSWER = TAIL.pack(float("nan"), 0)
-_RETENTION_EVERY_S = 1.0
+# the disk bound and the rackguard_ledger_bytes gauge: a scan of the directory (a stat per
+# file, about 0.25 ms in a busy proxy) every 10 s; every second it was 0.8 us a request
+# at 300 requests/s
+_RETENTION_EVERY_S = 10.0
 _LOG_EVERY_S = 60.0
 
 

@@ -12,6 +12,7 @@ dozen Arrow calls per batch, none per request or partition but the strings' conv
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,29 +57,33 @@ _ZERO = pa.array([0], pa.int32())
 _DECISION = pa.array([d or None for d, _, _ in OUTCOMES], pa.string())
 _REASON = pa.array([r or None for _, r, _ in OUTCOMES], pa.string())
 _CODE = pa.array([c for _, _, c in OUTCOMES], pa.int32())
+_RACKS_OUTCOMES = [bytes((i,)) for i, (_, _, c) in enumerate(OUTCOMES) if c == RACKS_CODE]
 
 
-def _column(data: bytes, kind: pa.DataType, length: int) -> pa.Array:
+def _column(data: bytes | array[Any], kind: pa.DataType, length: int) -> pa.Array:
     """``length`` fixed-width values laid out in ``data`` as an Arrow array (no copy)."""
     return pa.Array.from_buffers(kind, length, [None, pa.py_buffer(data)])
 
 
 class _Rows:
-    """The fields of a chunk's fixed-size rows, each as a column."""
+    """The fields of a chunk's fixed-size rows, each as a column (a field is a strided
+    slice of an ``array``: one C loop, about half the time of a strided memoryview's
+    ``tobytes``)."""
 
     def __init__(self, rows: bytes, count: int) -> None:
-        self._eights = memoryview(rows).cast("q")
-        self._fours = memoryview(rows).cast("i")
+        self._int64s = array("q", rows)
+        self._float64s = array("d", rows)
+        self._int32s = array("i", rows)
         self._count = count
 
     def int64(self, field: int) -> pa.Array:
-        return _column(self._eights[field::ROW // 8].tobytes(), pa.int64(), self._count)
+        return _column(self._int64s[field::ROW // 8], pa.int64(), self._count)
 
     def float64(self, field: int) -> pa.Array:
-        return _column(self._eights[field::ROW // 8].tobytes(), pa.float64(), self._count)
+        return _column(self._float64s[field::ROW // 8], pa.float64(), self._count)
 
     def int32(self, field: int) -> pa.Array:
-        return _column(self._fours[field::ROW // 4].tobytes(), pa.int32(), self._count)
+        return _column(self._int32s[field::ROW // 4], pa.int32(), self._count)
 
 
 def _offsets(counts: pa.Array) -> pa.Array:
@@ -95,11 +100,11 @@ def decision_batch(chunk: Chunk, instance: str, run: int) -> pa.RecordBatch:
     rows = _Rows(chunk.rows, n)
     counts = rows.int32(F_ROWS)
     offsets = _offsets(counts)
-    parts = memoryview(chunk.parts).cast("i")
+    parts = array("i", chunk.parts)
     total = chunk.partitions
 
     def per_partition(field: int, kind: pa.DataType) -> pa.Array:
-        values = _column(parts[field::4].tobytes(), pa.int32(), total)
+        values = _column(parts[field::4], pa.int32(), total)
         return pa.ListArray.from_arrays(offsets, values if kind == pa.int32() else
                                         values.cast(kind))
 
@@ -131,34 +136,48 @@ def decision_batch(chunk: Chunk, instance: str, run: int) -> pa.RecordBatch:
         pc.if_else(pc.equal(answer_len, 0), pa.scalar(None, pa.binary()), answers),
         pa.nulls(n, _TYPES["error"]),
         pa.nulls(n, _TYPES["base_offset"]),
-        *_not_passed(chunk, offsets, rows.int32(F_RACKS_CODE)),
+        *_not_passed(chunk, offsets, counts, rows.int32(F_RACKS_CODE)),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=DECISION_SCHEMA)
 
 
-def _not_passed(chunk: Chunk, offsets: pa.Array, racks_code: pa.Array) -> list[pa.Array]:
+def _not_passed(chunk: Chunk, offsets: pa.Array, counts: pa.Array, racks_code: pa.Array
+                ) -> list[pa.Array]:
     """np_index, np_decision, np_reason, np_code: per request, the partitions that did not
     simply pass (a null list when all did)."""
     n, total = chunk.count, chunk.partitions
     names = ("np_index", "np_decision", "np_reason", "np_code")
-    if chunk.codes.count(0) == total:
+    passed = chunk.codes.count(0)
+    if passed == total:
         return [pa.nulls(n, _TYPES[name]) for name in names]
     codes = _column(chunk.codes, pa.uint8(), total)
-    kept = pc.not_equal(codes, 0)
-    before = _offsets(kept.cast(pa.int32()))  # partitions kept before each position
-    np_offsets = pc.take(before, offsets)
     parent = pc.list_parent_indices(pa.ListArray.from_arrays(offsets, codes))
-    ones = pa.repeat(pa.scalar(1, pa.int32()), total)
-    position = pc.subtract(pc.cumulative_sum(ones), pc.add(pc.take(offsets, parent), 1))
-    outcome = pc.filter(codes, kept)
-    code = pc.take(_CODE, outcome)
-    np_code = pc.if_else(pc.equal(code, RACKS_CODE),
-                         pc.take(racks_code, pc.filter(parent, kept)), code)
-    none = pc.equal(np_offsets.slice(1), np_offsets.slice(0, n))
-    values = (pc.filter(position, kept), pc.take(_DECISION, outcome),
-              pc.take(_REASON, outcome), np_code.cast(pa.int16()))
+    position = pc.subtract(_arange(total), pc.take(offsets, parent))  # within its request
+    if passed:  # keep the others
+        kept = pc.not_equal(codes, 0)
+        np_offsets = pc.take(_offsets(kept.cast(pa.int32())), offsets)
+        codes, parent, position = (pc.filter(codes, kept), pc.filter(parent, kept),
+                                   pc.filter(position, kept))
+        none = pc.equal(np_offsets.slice(1), np_offsets.slice(0, n))
+    else:  # none passed (observe mode on a rack shortfall): every partition is listed
+        np_offsets, none = offsets, pc.equal(counts, 0)
+    code = pc.take(_CODE, codes)
+    if any(racks in chunk.codes for racks in _RACKS_OUTCOMES):  # the request's own code
+        code = pc.if_else(pc.equal(code, RACKS_CODE), pc.take(racks_code, parent), code)
+    values = (position, pc.take(_DECISION, codes), pc.take(_REASON, codes),
+              code.cast(pa.int16()))
     return [pa.ListArray.from_arrays(np_offsets, v.cast(_TYPES[name].value_type), mask=none)
             for name, v in zip(names, values, strict=True)]
+
+
+_ARANGE = [pa.array([], pa.int32())]
+
+
+def _arange(length: int) -> pa.Array:
+    """0, 1, ... length - 1 (int32): a slice of one array kept for the next batches."""
+    if len(_ARANGE[0]) < length:
+        _ARANGE[0] = pa.array(range(max(length, 2 * len(_ARANGE[0]))), pa.int32())
+    return _ARANGE[0].slice(0, length)
 
 
 def snapshot_batch(rows: Sequence[dict[str, Any]]) -> pa.RecordBatch:

@@ -5,9 +5,11 @@
 the dedicated error code) the first time the ledger sees it, from the event loop
 (a request decided on it) or from the writer thread (polling the current one). The
 number is the ledger's: the view is not changed. Asking again for the view just
-numbered is one identity test. :class:`SnapshotDiffer` (writer thread) turns each
-numbered view into snapshot rows, topic by topic, only for what changed since the
-previous one: an unchanged view costs nothing per partition, ever.
+numbered is one identity test; a new view with the same maps (brokers, racks,
+topics: a refresh that changed nothing, as the store makes it) keeps the number.
+:class:`SnapshotDiffer` (writer thread) turns each numbered view into snapshot rows,
+topic by topic, only for what changed since the previous one: an unchanged view
+costs nothing per partition, ever.
 
 Invariants: numbers increase by one per new view (rule) and are handed to the
 writer in order; a topic's row is written when its partitions or min.insync.replicas
@@ -45,7 +47,14 @@ class Versions:
             return current[1]
         with self._lock:
             current = self._view
-            if current[0] is view:
+            last = current[0]
+            if last is view:
+                return current[1]
+            if (last is not None and last.topics is view.topics
+                    and last.brokers is view.brokers and last.racks is view.racks):
+                # a refresh that changed nothing (the store keeps its maps): the same
+                # snapshot, so the same number, and nothing for the writer to diff
+                self._view = (view, current[1])
                 return current[1]
             seq = current[1] + 1
             self._view = (view, seq)

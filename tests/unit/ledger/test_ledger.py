@@ -290,6 +290,28 @@ def test_the_view_is_written_when_it_changes_topic_by_topic(tmp_path: Path) -> N
     assert registry.get_sample_value("rackguard_ledger_snapshot_rows_written_total") == 9
 
 
+def test_a_refresh_that_changed_nothing_keeps_the_views_number(tmp_path: Path) -> None:
+    play = Playbook()
+    ledger, registry = ledger_for(play, tmp_path, snapshot_interval_s=3600)
+    play(produce(9, [("audit", [0])]), 9)
+    ledger.flush()
+    before = play.store.view
+    play.clock.t += 1
+    play.store.confirm()  # a poll's answer equal to the last one: the same maps
+    assert play.store.view is not before and play.store.view.topics is before.topics
+    play(produce(9, [("audit", [0])]), 9)
+    ledger.flush()
+    assert {r["view_seq"] for r in table(ledger.decision_files)} == {1}
+    assert [r["seq"] for r in table(ledger.snapshot_files) if r["kind"] == "topic"] == [1] * 3
+    # a refresh that changed a topic is a new view, numbered and written
+    topics = [*TOPICS]
+    topics[1] = topic("audit", [part(0, (4, 1)), part(1, (2, 3))], IDS["audit"])
+    play.store.apply_metadata(snap(topics, brokers=CLUSTER), full=True)
+    play(produce(9, [("audit", [0])]), 9)
+    ledger.flush()
+    assert [r["view_seq"] for r in table(ledger.decision_files)] == [1, 1, 2]
+
+
 def test_writer_thread_writes_and_closes_files_into_parquet(tmp_path: Path) -> None:
     play = Playbook()
     ledger, registry = ledger_for(play, tmp_path, flush_interval_s=0.01,
