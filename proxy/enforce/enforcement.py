@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from proxy.ledger.recorder import DecisionLedger
 
 log = logging.getLogger("rackguard.enforcement")
+_ABSENT_MEMORY = 10_000  # topics remembered without a min.insync.replicas (then forgotten)
 
 # (client, request frame, acks, header and walk if made) -> the reader of the answer
 AnswerWatch = Callable[[ClientInfo, memoryview, int, RequestHeader | None,
@@ -112,6 +113,9 @@ class RackEnforcer:
         self._rule_enabled = False
         self._watch: AnswerWatch | None = None
         self._recheck: AckRecheck | None = None
+        # topics a completed refresh brought no min.insync.replicas for (a broker that has
+        # none, or may not describe it): their rack rejections are not held for it again
+        self._min_isr_absent: set[TopicKey] = set()
 
     def recheck_answers(self, recheck: AckRecheck) -> None:
         """In enforcing mode, check forwarded acks=all answers again with ``recheck``."""
@@ -153,7 +157,7 @@ class RackEnforcer:
         decisions = decide_known(request, view, rule, now)
         if decisions is None:  # the view lacks a partition the request names
             return self._after_refresh(settings, client, frame, header, request)
-        if self._refresh_configs is not None and _rejected_without_min_isr(decisions):
+        if self._refresh_configs is not None and self._held_for_min_isr(decisions):
             return self._after_configs(self._refresh_configs, settings, client, frame, header,
                                        request)
         if self._recheck is not None and not settings.observe:
@@ -202,7 +206,7 @@ class RackEnforcer:
         view = self._store.view
         decisions = decide(request, view, settings.rule, now, unknown_verified=refreshed)
         if (refreshed and self._refresh_configs is not None
-                and _rejected_without_min_isr(decisions)):
+                and self._held_for_min_isr(decisions)):
             return await self._after_configs(self._refresh_configs, settings, client, frame,
                                              header, request)
         return self._act(settings, client, frame, header, request, now, view, decisions)
@@ -226,7 +230,18 @@ class RackEnforcer:
         now = self._clock()
         view = self._store.view
         decisions = decide(request, view, settings.rule, now, unknown_verified=refreshed)
+        if refreshed:
+            if len(self._min_isr_absent) >= _ABSENT_MEMORY:
+                self._min_isr_absent.clear()
+            self._min_isr_absent.update(_without_min_isr(decisions))
         return self._act(settings, client, frame, header, request, now, view, decisions)
+
+    def _held_for_min_isr(self, decisions: list[Decision]) -> bool:
+        """A rack rejection of a partition whose topic's min.insync.replicas is unknown
+        and was not asked for yet: the broker's replica count, checked first, might
+        refuse it instead."""
+        absent = self._min_isr_absent
+        return any(key not in absent for key in _without_min_isr(decisions))
 
     def _act(
         self,
@@ -297,10 +312,7 @@ class RackEnforcer:
                                error_message=decision.message())
 
 
-def _rejected_without_min_isr(decisions: list[Decision]) -> bool:
-    """A rack rejection of a partition whose topic's min.insync.replicas is unknown: the
-    broker's replica count, checked first, might refuse it instead."""
-    for d in decisions:
-        if d.verdict is Verdict.NOT_ENOUGH_RACKS and d.min_insync_replicas is None:
-            return True
-    return False
+def _without_min_isr(decisions: list[Decision]) -> list[TopicKey]:
+    """The topics of the rack rejections whose min.insync.replicas is unknown."""
+    return [d.topic_key for d in decisions
+            if d.verdict is Verdict.NOT_ENOUGH_RACKS and d.min_insync_replicas is None]

@@ -542,3 +542,18 @@ async def test_a_rack_rejection_with_a_known_min_insync_replicas_is_not_held() -
     calls = with_config_refresh(play, {})
     action = play(produce(9, [("audit", [0, 1])]), 9)
     assert isinstance(action, Reply) and calls == []
+
+
+async def test_a_topic_a_refresh_brought_no_min_insync_replicas_for_is_held_once() -> None:
+    """A broker that has no min.insync.replicas (or may not describe it): the first rack
+    rejection waits for one refresh; the next ones are decided at once, not each held
+    for a poll."""
+    play = Playbook()
+    calls = with_config_refresh(play, {})
+    pending = play(produce(9, [("audit", [0, 1])]), 9)
+    assert inspect.isawaitable(pending)
+    assert isinstance(await pending, Reply) and calls == [1]
+    for _ in range(3):
+        action = play(produce(9, [("audit", [0])]), 9)
+        assert isinstance(action, Reply)  # refused at once
+    assert calls == [1]
