@@ -143,22 +143,6 @@ def _checks(url: str) -> float:
                for o in ("no_loss", "loss"))
 
 
-def _end_offset(consumer: Any, topic: str) -> int:
-    """Partition 0's end offset, asked again while the broker that answers Metadata does
-    not know the partition yet (one restarted moments ago may not have replayed it)."""
-    from confluent_kafka import KafkaError, KafkaException, TopicPartition
-
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1])
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION or \
-                    time.monotonic() > deadline:
-                raise
-            time.sleep(1.0)
-
-
 def _read_back(bootstrap: str, topic: str) -> dict[int, str]:
     """offset -> value of every record in partition 0."""
     from confluent_kafka import Consumer, TopicPartition
@@ -166,7 +150,7 @@ def _read_back(bootstrap: str, topic: str) -> dict[int, str]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rg-{uuid.uuid4()}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     try:
-        end = _end_offset(consumer, topic)
+        _, end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
         consumer.assign([TopicPartition(topic, 0, 0)])
         out: dict[int, str] = {}
         deadline = time.monotonic() + 120
