@@ -17,7 +17,7 @@ def rdkafka_stream(bootstrap: str, topic: str, seconds: float, rate: float,
                    **config: Any) -> None:
     """An idempotent acks=all librdkafka producer writing ``rate`` records/s for
     ``seconds``; each acknowledged value's (partition, offset) goes into ``acked``."""
-    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka import KafkaException, Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                          "enable.idempotence": True, "linger.ms": 5,
@@ -37,13 +37,12 @@ def rdkafka_stream(bootstrap: str, topic: str, seconds: float, rate: float,
         try:
             producer.produce(topic, value=value, key=value, on_delivery=delivered)
         except KafkaException as exc:
-            error = exc.args[0]
-            if not (error.fatal() or error.code() == KafkaError._FATAL):
+            if not exc.args[0].fatal():
                 raise
             # an idempotent producer whose sequence the cluster lost (an unclean election)
             # stops for good: what it had in flight fails in its delivery reports
-            errors.append(f"producer stopped: {error.str()}")
-            producer.flush(10)
+            errors.append(f"producer stopped: {exc.args[0].str()}")
+            producer.flush(30)
             return
         producer.poll(0)
         sent += 1
