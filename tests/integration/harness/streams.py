@@ -1,9 +1,7 @@
 """A continuous idempotent producer (librdkafka), for the loss audits and fault scenarios.
 
 Invariant: a value is recorded as acknowledged only from its delivery report, with the
-partition and offset the broker gave; the producer is flushed before returning. A fatal
-error (an idempotent producer whose sequence the cluster lost) ends the stream, named in
-``errors``.
+partition and offset the broker gave; the producer is flushed before returning.
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ def rdkafka_stream(bootstrap: str, topic: str, seconds: float, rate: float,
                    **config: Any) -> None:
     """An idempotent acks=all librdkafka producer writing ``rate`` records/s for
     ``seconds``; each acknowledged value's (partition, offset) goes into ``acked``."""
-    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
                          "enable.idempotence": True, "linger.ms": 5,
@@ -34,16 +32,7 @@ def rdkafka_stream(bootstrap: str, topic: str, seconds: float, rate: float,
     while time.monotonic() - began < seconds:
         time.sleep(max(0.0, began + sent / rate - time.monotonic()))
         value = f"rdkafka-{sent}"
-        try:
-            producer.produce(topic, value=value, key=value, on_delivery=delivered)
-        except KafkaException as exc:
-            if not exc.args[0].fatal():
-                raise
-            # an idempotent producer whose sequence the cluster lost (an unclean election)
-            # stops for good: what it had in flight fails in its delivery reports
-            errors.append(f"producer stopped: {exc.args[0].str()}")
-            producer.flush(30)
-            return
+        producer.produce(topic, value=value, key=value, on_delivery=delivered)
         producer.poll(0)
         sent += 1
     assert producer.flush(150) == 0, "librdkafka kept records it never delivered"
