@@ -317,8 +317,7 @@ class ConfigTopicStore:
 
     def _leader(self) -> int | None:
         """The config topic partition's leader as the cluster view names it."""
-        topic = self._view().topic(self.settings.topic)
-        row = topic.partitions.rows.get(0) if topic is not None else None
+        row = self._view().partition(self.settings.topic, 0)
         return row[2] if row is not None and row[2] >= 0 else None
 
     def _silence(self, failure: str | None) -> None:

@@ -141,6 +141,11 @@ class ClusterView:
         name = self.topic_ids.get(key) if isinstance(key, bytes) else key
         return self.topics.get(name) if name is not None else None
 
+    def partition(self, key: str | bytes, index: int) -> PartitionRow | None:
+        """A partition's row (topic by name or id); None when the view lacks it."""
+        topic = self.topic(key)
+        return topic.partitions.rows.get(index) if topic is not None else None
+
     def rack_of(self, node_id: int) -> str:
         rack = self.racks.get(node_id)
         return NO_RACK if rack is None else rack

@@ -34,8 +34,7 @@ Row = tuple[int, tuple[int, ...]]  # (leader, isr)
 
 def row_of(view: ClusterView, key: Key) -> Row | None:
     """The partition's (leader, ISR) in ``view``; None when the view lacks it."""
-    topic = view.topic(key[0])
-    row = topic.partitions.rows.get(key[1]) if topic is not None else None
+    row = view.partition(*key)
     return None if row is None else (row[2], row[5])
 
 

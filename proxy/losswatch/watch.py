@@ -31,7 +31,7 @@ from protocol.headers import RequestHeader, parse_request_header
 from protocol.produce import ProduceRequest, record_count, walk_produce_request
 from protocol.produce_results import produce_results
 from protocol.produce_single import single_partition_request, single_partition_result
-from proxy.cluster.view import ClusterView, PartitionRow
+from proxy.cluster.view import ClusterView
 from proxy.losswatch.confirm import BrokerAsk, Target, read_leader
 from proxy.losswatch.report import ConfirmedLoss, LossReporter
 from proxy.losswatch.rule import Reading, lost_ranges, stable
@@ -183,17 +183,12 @@ class LossWatch:
         return text
 
     def leader_of(self, topic: TopicKey, index: int) -> int:
-        row = self._row(self._view(), topic, index)
+        row = self._view().partition(topic, index)
         return row[2] if row is not None else -1
 
     def _epoch_of(self, topic: TopicKey, index: int) -> int:
-        row = self._row(self._view(), topic, index)
+        row = self._view().partition(topic, index)
         return row[3] if row is not None else -1
-
-    @staticmethod
-    def _row(view: ClusterView, topic: TopicKey, index: int) -> PartitionRow | None:
-        state = view.topic(topic)
-        return state.partitions.rows.get(index) if state is not None else None
 
     def rouse(self) -> None:
         """A produce after a quiet spell (the loop slept, the coarse clock stood still):
@@ -236,7 +231,7 @@ class LossWatch:
             for key, entry in self.state:  # those written since the last periodic check
                 if entry.seen < since or key in self.pending:
                     continue
-                row = self._row(view, *key)
+                row = view.partition(*key)
                 if row is not None and row[2] >= 0 and entry.earlier(row[2]):
                     self._suspect(key, "periodic check")
         if now - self._expired_at >= min(EXPIRE_EVERY_S, self.state.idle_s):
