@@ -2,7 +2,9 @@
 connection of the proxy's own (the config topic's reader).
 
 Each Fetch waits up to ``wait_s`` at the leader for a record (a long poll: an idle
-sidecar asks twice a second, the broker answers at once when a change is written). The
+sidecar asks twice a second, the broker answers at once when a change is written); the
+first one does not wait (an empty topic is read to its end with the first answer, and
+start-up waits for that). The
 leader is the one the proxy's cluster view names (``leader``): the poller keeps the view
 within its bound through a hung rack, hedging across racks, so the follower needs no
 Metadata of its own. An attempt (a connection when none is open, then the Fetch) that has
@@ -117,9 +119,12 @@ class PartitionFollower:
                 version = min(hi, FETCH_MAX)
                 if version < max(lo, FETCH_MIN):
                     raise LookupError(f"broker {node} has no Fetch v{FETCH_MIN}-v{FETCH_MAX}")
+                # the first is not held: it reads an empty topic to its end at once
+                # (start-up waits for that); later ones find records at once if any
+                wait_ms = int(s.wait_s * 1000) if self.fetches else 0
                 frame = await conn.call(
-                    fetch_request(s.topic, s.partition, self.offset, int(s.wait_s * 1000),
-                                  version), s.attempt_s)
+                    fetch_request(s.topic, s.partition, self.offset, wait_ms, version),
+                    s.attempt_s)
             fetched = read_fetch(frame, version, s.topic, s.partition, self.offset)
         except TimeoutError:
             self._close()

@@ -50,6 +50,7 @@ class Broker:
     def __init__(self, *answers: Any) -> None:
         self.answers = list(answers)
         self.offsets: list[int] = []  # the offset each Fetch asked for
+        self.waits: list[int] = []  # the wait each Fetch asked for (ms)
         self.connections = 0
         self.closed = 0
         self.versions = {FETCH: (4, 12)}
@@ -57,6 +58,7 @@ class Broker:
 
     async def call(self, request: Any, timeout: float) -> bytes:
         self.offsets.append(request.topics[0].partitions[0].fetch_offset)
+        self.waits.append(request.max_wait_ms)
         if not self.answers:
             await asyncio.Event().wait()  # nothing more: a long poll that never ends
         got = self.answers.pop(0)
@@ -136,6 +138,14 @@ async def test_records_in_order_across_answers_and_caught_up_once() -> None:
     assert [r.offset for r in rig.got] == [0, 1, 2, 3]
     assert leader.offsets[:4] == [0, 2, 3, 4]
     assert rig.caught_up == 1 and leader.connections == 1 and rig.refreshes == 0
+    assert leader.waits[:3] == [0, 500, 500]  # the first is not held
+
+
+async def test_an_empty_partition_is_read_to_its_end_by_the_first_answer() -> None:
+    leader = Broker(answer(0))
+    rig = Rig({1: leader}, 1)
+    await rig.run_until(lambda: rig.caught_up == 1)
+    assert leader.waits[0] == 0 and rig.got == []
 
 
 async def test_a_leader_error_moves_to_the_leader_a_fresh_view_names_at_once() -> None:
