@@ -29,7 +29,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from protocol.primitives import ProtocolError
 from proxy.admin.topic_fetch import (
     FETCH,
     FETCH_MAX,
@@ -41,13 +40,14 @@ from proxy.admin.topic_fetch import (
     fetch_request,
     read_fetch,
 )
-from proxy.cluster.control_conn import ControlConn, PollError
+from proxy.cluster.control_conn import ControlConn
+from proxy.cluster.poller import ATTEMPT_ERRORS
 
 log = logging.getLogger("rackguard.admin.store")
 
-# what one attempt can fail with (TimeoutError and ssl.SSLError are OSErrors)
-_ATTEMPT_ERRORS = (OSError, asyncio.IncompleteReadError, PollError, ValueError, LookupError,
-                   ProtocolError, EOFError)
+# what one attempt can fail with: what a poller attempt can (connecting, logging in, a
+# broker that does not answer), or a broker without a Fetch version we read
+_ATTEMPT_ERRORS = (*ATTEMPT_ERRORS, LookupError)
 
 
 @dataclass(frozen=True, slots=True)

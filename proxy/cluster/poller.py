@@ -83,7 +83,7 @@ METADATA_MAX = 12
 _MANY_TOPICS = 1000  # from here on the DescribeConfigs steps are paced (``large``)
 
 # what one attempt on one broker can fail with (TimeoutError and ssl.SSLError are OSErrors)
-_ATTEMPT_ERRORS = (OSError, asyncio.IncompleteReadError, PollError, ValueError, LoginFailed)
+ATTEMPT_ERRORS = (OSError, asyncio.IncompleteReadError, PollError, ValueError, LoginFailed)
 # a connection whose SASL session has a lifetime (KIP-368) is replaced at this share of it
 _SESSION_SHARE = 0.8
 
@@ -236,7 +236,7 @@ class MetadataPoller:
                     self._configs_at = now
                 self._known_topics = known
             self.last_error = None
-        except _ATTEMPT_ERRORS as exc:
+        except ATTEMPT_ERRORS as exc:
             self.last_error = str(exc) or type(exc).__name__
             raise PollError(self.last_error) from exc
 
@@ -304,7 +304,7 @@ class MetadataPoller:
                         for address in [a for a in self._conns if a != c.address]:
                             self._drop(address)  # one connection kept: the one that answered
                         return c, conn, frame, version
-                    if not isinstance(exc, _ATTEMPT_ERRORS):
+                    if not isinstance(exc, ATTEMPT_ERRORS):
                         raise exc
                     error = str(exc) or type(exc).__name__
                     errors.append(f"{c.name}: {error}")
