@@ -167,10 +167,7 @@ class MetadataPoller:
         it (the loss watch's reads of a partition's leader): ``build(version)`` at the
         broker's highest version up to ``max_version``; LookupError when it has none from
         ``min_version``. A failed exchange drops the connection."""
-        broker = self._store.view.brokers.get(node_id)
-        if broker is None:
-            raise PollError(f"broker {node_id} is not in the view")
-        c = Candidate(node_id, broker.host, broker.port, broker.rack)
+        c = self._candidate(node_id)
         conn = await self._connect(c)
         lo, hi = conn.versions.get(api_key, (0, -1))
         version = min(hi, max_version)
@@ -333,10 +330,14 @@ class MetadataPoller:
         with the poller's TLS, SASL and ApiVersions), outside the poller's: for a caller
         that holds requests open (the config topic's long-polling Fetch), which closes
         it. Raises like a poller attempt (OSError, PollError, LoginFailed...)."""
+        return await self._open(self._candidate(node_id))
+
+    def _candidate(self, node_id: int) -> Candidate:
+        """Broker ``node_id`` at the view's address for it."""
         broker = self._store.view.brokers.get(node_id)
         if broker is None:
             raise PollError(f"broker {node_id} is not in the view")
-        return await self._open(Candidate(node_id, broker.host, broker.port, broker.rack))
+        return Candidate(node_id, broker.host, broker.port, broker.rack)
 
     async def _connect(self, c: Candidate) -> ControlConn:
         conn = self._conns.get(c.address)
