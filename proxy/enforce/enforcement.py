@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -312,7 +312,8 @@ class RackEnforcer:
                                error_message=decision.message())
 
 
-def _without_min_isr(decisions: list[Decision]) -> list[TopicKey]:
-    """The topics of the rack rejections whose min.insync.replicas is unknown."""
-    return [d.topic_key for d in decisions
-            if d.verdict is Verdict.NOT_ENOUGH_RACKS and d.min_insync_replicas is None]
+def _without_min_isr(decisions: list[Decision]) -> Iterator[TopicKey]:
+    """The topics of the rack rejections whose min.insync.replicas is unknown (lazily:
+    every decided request asks, and most have none)."""
+    return (d.topic_key for d in decisions
+            if d.verdict is Verdict.NOT_ENOUGH_RACKS and d.min_insync_replicas is None)
