@@ -119,9 +119,11 @@ class PartitionFollower:
                 version = min(hi, FETCH_MAX)
                 if version < max(lo, FETCH_MIN):
                     raise LookupError(f"broker {node} has no Fetch v{FETCH_MIN}-v{FETCH_MAX}")
-                # the first is not held: it reads an empty topic to its end at once
-                # (start-up waits for that); later ones find records at once if any
-                wait_ms = int(s.wait_s * 1000) if self.fetches else 0
+                # the first is barely held (1 ms): it reads an empty topic to its end at
+                # once (start-up waits for that); later ones find records at once if any.
+                # Not 0: a broker may answer an unheld Fetch of an empty partition without
+                # the partition (Tansu does), so without its high watermark
+                wait_ms = int(s.wait_s * 1000) if self.fetches else 1
                 frame = await conn.call(
                     fetch_request(s.topic, s.partition, self.offset, wait_ms, version),
                     s.attempt_s)
