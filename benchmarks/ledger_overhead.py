@@ -33,7 +33,7 @@ from prometheus_client import CollectorRegistry  # noqa: E402
 from benchmarks.micro import snapshot  # noqa: E402
 from benchmarks.produce_frames import kp_request, kp_response, make_batch  # noqa: E402
 from protocol.headers import parse_request_header  # noqa: E402
-from protocol.produce import walk_produce_request  # noqa: E402
+from protocol.produce import partition_rows, walk_produce_request  # noqa: E402
 from proxy.cluster.view import ClusterViewStore  # noqa: E402
 from proxy.enforce.enforcement import EnforcementSettings, RackEnforcer  # noqa: E402
 from proxy.enforce.metrics import EnforcementMetrics  # noqa: E402
@@ -103,8 +103,8 @@ def parts(partitions: int, requests: int) -> tuple[float, float]:
     spent = writer = 0.0
     for i in range(requests):
         start = time.thread_time()
-        pending = ledger.record(CLIENT, header, request, frame, decisions, store.view, True,
-                                None, 0.0)
+        pending = ledger.record(CLIENT, header, request, partition_rows(frame, request),
+                                decisions, store.view, True, None, 0.0)
         assert pending is not None
         pending.wrap(_ignore)(response, 9)
         spent += time.thread_time() - start

@@ -2,10 +2,10 @@
 
 Invariant: sans-IO and zero-copy for record bytes. The request side
 (:mod:`protocol.produce_request`) walks frames into spans and rewrites them by
-slicing; the response side (:mod:`protocol.produce_response`) builds, parses and
-merges responses; :mod:`protocol.produce_endpoints` rewrites NodeEndpoints.
-Malformed input raises :class:`~protocol.primitives.ProtocolError` only. This
-module only re-exports.
+slicing, and :mod:`protocol.produce_partitions` packs a walk's record counts; the
+response side (:mod:`protocol.produce_response`) builds, parses and merges responses;
+:mod:`protocol.produce_endpoints` rewrites NodeEndpoints. Malformed input raises
+:class:`~protocol.primitives.ProtocolError` only. This module only re-exports.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from protocol.produce_endpoints import (
     rewrite_produce_response_endpoints,
     rewrite_produce_response_endpoints_seen,
 )
+from protocol.produce_partitions import PARTITION_ROW, partition_rows
 from protocol.produce_request import (
     BATCH_HEADER_SIZE,
     BATCH_LENGTH_OVERHEAD,
@@ -55,6 +56,7 @@ __all__ = [
     "BatchInfo",
     "EndpointMapper",
     "LeaderIdAndEpoch",
+    "PARTITION_ROW",
     "NodeEndpoint",
     "PartitionData",
     "PartitionResult",
@@ -71,6 +73,7 @@ __all__ = [
     "iter_batches",
     "merge_produce_responses",
     "parse_produce_response",
+    "partition_rows",
     "peek_acks",
     "peek_produce_acks",
     "produce_response_endpoints",

@@ -46,6 +46,7 @@ from protocol.produce import (
     drop_partitions,
     merge_produce_responses,
     parse_produce_response,
+    partition_rows,
     peek_acks,
     walk_produce_request,
 )
@@ -73,9 +74,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("rackguard.enforcement")
 _ABSENT_MEMORY = 10_000  # topics remembered without a min.insync.replicas (then forgotten)
 
-# (client, request frame, acks, header and walk if made) -> the reader of the answer
+# (client, request frame, acks, header, walk and partition_rows if made) -> the reader of
+# the answer
 AnswerWatch = Callable[[ClientInfo, memoryview, int, RequestHeader | None,
-                        ProduceRequest | None], AnswerReader | None]
+                        ProduceRequest | None, bytes | None], AnswerReader | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +149,7 @@ class RackEnforcer:
             if acks == 0 or self._watch is None:
                 return Forward(frame, acks != 0, self._transform)
             return Forward(frame, True, self._transform,
-                           read=self._watch(client, frame, acks, None, None))
+                           read=self._watch(client, frame, acks, None, None, None))
         header = parse_request_header(frame)
         request = walk_produce_request(frame, header)
         if self._watched is not None:
@@ -256,11 +258,15 @@ class RackEnforcer:
     ) -> Action:
         observe = settings.observe
         self._metrics.record(decisions, observe, client)
-        pending = None
-        if self._ledger is not None:
-            pending = self._ledger.record(client, header, request, frame, decisions, view,
-                                          observe, settings.dedicated_code, now)
-        read = None if self._watch is None else self._watch(client, frame, -1, header, request)
+        pending = read = None
+        if self._ledger is not None or self._watch is not None:
+            # the record counts, read once for the ledger and the loss watch
+            partitions = partition_rows(frame, request)
+            if self._ledger is not None:
+                pending = self._ledger.record(client, header, request, partitions, decisions,
+                                              view, observe, settings.dedicated_code, now)
+            if self._watch is not None:
+                read = self._watch(client, frame, -1, header, request, partitions)
         if observe or not (rejected := [d for d in decisions if d.verdict in REJECTING]):
             transform = self._transform
             transform = pending.wrap(transform) if pending else transform

@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from protocol.produce import PARTITION_ROW
+
 if TYPE_CHECKING:
     from proxy.ledger.entry import Entry
 
@@ -42,8 +44,9 @@ TAIL = struct.Struct("=di4x")
 """Packed when it is answered: the upstream latency in ms (NaN: no broker answer) and
 the answer's length (0: none)."""
 ROW = HEAD.size + TAIL.size  # bytes per request, a multiple of 8
-PART = struct.Struct("=4i")
-"""Per partition: topic number (into the request's topics), partition, records, bytes."""
+PART = PARTITION_ROW
+"""Per partition: topic number (into the request's topics), partition, records, bytes (the
+rows :func:`protocol.produce_partitions.partition_rows` packs, kept as they are)."""
 
 # Positions of the fields in a request's row, in units of 8 bytes (floats, int64s) and
 # of 4 bytes (int32s): memoryview(rows).cast("d")[F_WALL::ROW // 8] is the wall times.

@@ -3,8 +3,10 @@
 Per request, not per partition: when the request is decided, its numbers (time,
 request number, the view's and the rule's sequence numbers, API version, counts)
 are packed into one ``bytes`` (:data:`proxy.ledger.buffer.HEAD`), its partitions
-into another (four int32 each: topic number, partition, records from the batch
-header, bytes) and the outcome of each partition into a third (one byte each: 0 it
+are the rows the rule's caller packed once for every reader of the request's record
+counts (:func:`protocol.produce_partitions.partition_rows`: four int32 each, topic
+number, partition, records from the batch header, bytes), kept as they are, and the
+outcome of each partition into a third (one byte each: 0 it
 passed, else an index into :data:`OUTCOMES`, which says its decision, reason and
 the proxy's error code). The strings are kept by reference (client id, address,
 topic names). Nothing the view already holds is copied: the writer thread writes
@@ -23,17 +25,9 @@ from collections.abc import Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from protocol.primitives import Buffer
-from protocol.produce import (
-    BATCH_HEADER_SIZE,
-    BATCH_LENGTH_OVERHEAD,
-    BATCH_PEEK,
-    ProduceRequest,
-    record_counts,
-)
+from protocol.produce import ProduceRequest
 from proxy.cluster.view import ClusterView
 from proxy.enforce.policy import NOT_ENOUGH_REPLICAS, Decision, Verdict
-from proxy.ledger.buffer import PART
 from proxy.ledger.schema import FORWARDED, OBSERVED, REJECTED
 from proxy.relay.response_queue import ResponseTransform
 
@@ -70,7 +64,6 @@ OUTCOMES, _CODES = _outcomes()
 REJECTED_CODES = tuple(i for i, o in enumerate(OUTCOMES) if o[0] == REJECTED)
 _ONE = {observe: {v: bytes((c,)) for v, c in codes.items()} for observe, codes in _CODES.items()}
 _VERDICT = attrgetter("verdict")
-_PACK_PART = PART.pack
 
 
 class Entry:
@@ -132,29 +125,16 @@ def all_rejected(codes: bytes) -> bool:
     return bool(codes) and sum(map(codes.count, REJECTED_CODES)) == len(codes)
 
 
-def packed_partitions(request: ProduceRequest, frame: Buffer, view: ClusterView
-                      ) -> tuple[tuple[str, ...], tuple[bytes, ...] | None, bytes, int]:
-    """The request's topic names, its topic ids (v13+; else None), its partitions packed
-    (:data:`proxy.ledger.buffer.PART` each) and how many there are."""
+def request_topics(request: ProduceRequest, view: ClusterView
+                   ) -> tuple[tuple[str, ...], tuple[bytes, ...] | None]:
+    """The request's topic names and its topic ids (v13+, named by the view where it
+    knows them; else None): its partitions' rows number them in this order."""
     topics = request.topics
-    if len(topics) == 1:
-        topic = topics[0]
-        ps = topic.partitions
-        if len(ps) == 1 and topic.name is not None:
-            # one partition of one topic (librdkafka's usual request): no list to build
-            part = ps[0]
-            span = part.records
-            return ((topic.name,), None, _PACK_PART(
-                0, part.index, record_counts(frame, (span,))[0],
-                span[1] - span[0] if span is not None else 0), 1)
+    if len(topics) == 1 and topics[0].name is not None:
+        return (topics[0].name,), None
     names: list[str] = []
     ids: list[bytes] | None = None
-    packed: list[bytes] = []
-    add = packed.append
-    pack = _PACK_PART
-    peek = BATCH_PEEK
-    length = len(frame)
-    for number, topic in enumerate(topics):
+    for topic in topics:
         name = topic.name
         if name is None:  # v13+: by id
             tid = topic.topic_id or b""
@@ -162,22 +142,4 @@ def packed_partitions(request: ProduceRequest, frame: Buffer, view: ClusterView
             ids = [] if ids is None else ids
             ids.append(tid)
         names.append(name)
-        # one loop, the count read inline (record_counts' one-batch case, then it for the
-        # rest): 7.7 us per 50-partition request against 11.1 us collecting the spans
-        # for one record_counts call (timeit, 2026-11-26), on a bar at +10 % CPU
-        for p in topic.partitions:
-            span = p.records
-            if span is None:
-                add(pack(number, p.index, 0, 0))
-                continue
-            pos, end = span
-            size = end - pos
-            if size >= BATCH_HEADER_SIZE and end <= length:
-                batch_length, magic, count = peek(frame, pos)
-                if magic == 2 and batch_length + BATCH_LENGTH_OVERHEAD == size and count >= 0:
-                    add(pack(number, p.index, count, size))
-                    continue
-            # several batches, an old format, or unreadable (-1: the broker judges it)
-            add(pack(number, p.index, record_counts(frame, (span,))[0], size))
-    return (tuple(names), tuple(ids) if ids is not None else None, b"".join(packed),
-            len(packed))
+    return tuple(names), tuple(ids) if ids is not None else None

@@ -48,8 +48,8 @@ from protocol.headers import RequestHeader
 from protocol.produce import ProduceRequest
 from proxy.cluster.view import ClusterView
 from proxy.enforce.policy import NOT_ENOUGH_REPLICAS, Decision, RackRule
-from proxy.ledger.buffer import HEAD, TAIL, RowBuffer, held_bytes
-from proxy.ledger.entry import Entry, all_rejected, outcome_codes, packed_partitions
+from proxy.ledger.buffer import HEAD, PART, TAIL, RowBuffer, held_bytes
+from proxy.ledger.entry import Entry, all_rejected, outcome_codes, request_topics
 from proxy.ledger.schema import DECISION_FILE_PREFIX, LOSS, SNAPSHOT_FILE_PREFIX, TICK
 from proxy.ledger.versions import SnapshotDiffer, Versions
 from proxy.relay.actions import ClientInfo
@@ -168,16 +168,17 @@ class DecisionLedger:
         client: ClientInfo,
         header: RequestHeader,
         request: ProduceRequest,
-        frame: memoryview,
+        partitions: bytes,
         decisions: Sequence[Decision],
         view: ClusterView,
         observe: bool,
         dedicated_code: int | None,
         now: float,
     ) -> Entry | None:
-        """Record one decided request. Returns its entry, the hook that completes it from
-        the broker's answer, when some partition goes upstream (None otherwise, or on any
-        failure)."""
+        """Record one decided request (``partitions``: its
+        :func:`~protocol.produce_partitions.partition_rows`). Returns its entry, the hook
+        that completes it from the broker's answer, when some partition goes upstream
+        (None otherwise, or on any failure)."""
         try:
             if not self._writer_up:
                 self._drop("writer_down", len(decisions))
@@ -186,14 +187,15 @@ class DecisionLedger:
             versions = self._versions
             view_seq = versions.view_seq(view, wall)
             rule_seq = versions.rule_seq(self._rule_source(), observe, dedicated_code, wall)
-            topics, ids, parts, rows = packed_partitions(request, frame, view)
+            topics, ids = request_topics(request, view)
+            rows = len(partitions) // PART.size
             codes = outcome_codes(decisions, observe)
             head = HEAD.pack(wall, next(self._requests), view_seq, rule_seq,
                              header.api_version, rows, len(topics),
                              len(ids) if ids is not None else 0,
                              NOT_ENOUGH_REPLICAS if dedicated_code is None else dedicated_code)
-            entry = Entry(self, head, (header.client_id, client.peer), topics, ids, parts,
-                          codes, rows, now)
+            entry = Entry(self, head, (header.client_id, client.peer), topics, ids,
+                          partitions, codes, rows, now)
             if not observe and all_rejected(codes):
                 self._add(entry, _NO_ANSWER, None)
                 return None

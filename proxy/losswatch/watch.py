@@ -28,7 +28,12 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry
 
 from protocol.headers import RequestHeader, parse_request_header
-from protocol.produce import ProduceRequest, record_count, walk_produce_request
+from protocol.produce import (
+    PARTITION_ROW,
+    ProduceRequest,
+    partition_rows,
+    walk_produce_request,
+)
 from protocol.produce_results import produce_results
 from protocol.produce_single import single_partition_request, single_partition_result
 from proxy.cluster.view import ClusterView
@@ -133,10 +138,13 @@ class LossWatch:
 
     # ----- the Produce answer path
     def expect(self, client: ClientInfo, frame: memoryview, acks: int,
-               header: RequestHeader | None = None, request: ProduceRequest | None = None
-               ) -> AnswerSeen | None:
+               header: RequestHeader | None = None, request: ProduceRequest | None = None,
+               partitions: bytes | None = None) -> AnswerSeen | None:
         """For a forwarded acks=1/all Produce: the callable its answer goes to (None:
-        nothing to watch, or a request the walker cannot read: it is forwarded as is)."""
+        nothing to watch, or a request the walker cannot read: it is forwarded as is).
+        ``header``, ``request`` and ``partitions`` (its :func:`partition_rows`) are the
+        rule's, when it walked the request; a partition whose records cannot be read is
+        not watched (the broker refuses it)."""
         client_id: str | None
         try:
             single = single_partition_request(frame) if request is None else None
@@ -151,12 +159,13 @@ class LossWatch:
                     header = parse_request_header(frame)
                     request = walk_produce_request(frame, header)
                 client_id = header.client_id
-                parts = []
-                for topic in request.topics:
-                    for p in topic.partitions:
-                        count = record_count(frame, p.records)
-                        if count:
-                            parts.append((topic.key, p.index, count, self._name(topic.key)))
+                if partitions is None:
+                    partitions = partition_rows(frame, request)
+                keys = [t.key for t in request.topics]
+                names = [self._name(k) for k in keys]
+                parts = [(keys[n], index, count, names[n])
+                         for n, index, count, _ in PARTITION_ROW.iter_unpack(partitions)
+                         if count > 0]
         except Exception:  # noqa: BLE001 - the rule or the broker decides about bad input
             return None
         if not parts:

@@ -385,8 +385,8 @@ async def test_the_answer_reader_sees_the_withdrawn_answer() -> None:
     play, _, lookups = playbook()
     seen: list[dict[tuple[str, int], int]] = []
     play.enforcer.watch_answers(
-        lambda client, frame, acks, header, request: lambda answer_frame, v: seen.append(
-            codes(bytes(answer_frame), v)))
+        lambda client, frame, acks, header, request, partitions:
+            lambda answer_frame, v: seen.append(codes(bytes(answer_frame), v)))
     fast = play(produce(version, [("orders", [0])]), version)
     slow = play(produce(version, [("orders", [0])]), version)
     assert isinstance(fast, Forward) and isinstance(slow, Forward)

@@ -113,20 +113,3 @@ def test_take_never_reads_past_the_requests_counted(most: int) -> None:
     chunk = buffer.take(most)
     assert chunk is not None and chunk.count == 1 and chunk.partitions == 2
 
-
-def test_packed_partitions_counts_records_however_they_are_batched() -> None:
-    from benchmarks.produce_frames import kp_request, make_batch
-    from protocol.headers import parse_request_header
-    from protocol.produce import walk_produce_request
-    from proxy.ledger.entry import packed_partitions
-
-    two_batches = make_batch(2) + make_batch(3)
-    garbage = b"\xff" * 70
-    frame = memoryview(kp_request(9, [("t", [(0, make_batch(4)), (1, two_batches),
-                                             (2, garbage)]), ("u", [(5, make_batch(1))])]))
-    request = walk_produce_request(frame, parse_request_header(frame))
-    topics, ids, parts, rows = packed_partitions(request, frame, None)  # type: ignore[arg-type]
-    assert (topics, ids, rows) == (("t", "u"), None, 4)
-    assert [PART.unpack_from(parts, i * PART.size) for i in range(rows)] == [
-        (0, 0, 4, len(make_batch(4))), (0, 1, 5, len(two_batches)), (0, 2, -1, 70),
-        (1, 5, 1, len(make_batch(1)))]

@@ -18,7 +18,7 @@ class Recorder:
         self.answers: list[bytes] = []
 
     def __call__(self, client: ClientInfo, frame: memoryview, acks: int, header: Any,
-                 request: Any) -> Any:
+                 request: Any, partitions: bytes | None) -> Any:
         self.calls.append((acks, request is not None))
         return lambda answer, version: self.answers.append(bytes(answer))
 
