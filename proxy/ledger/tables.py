@@ -49,13 +49,22 @@ def arrow_schema(columns: Sequence[tuple[str, str]]) -> pa.Schema:
     return pa.schema([pa.field(n, arrow_type(t)) for n, t in columns])
 
 
-DECISION_SCHEMA = arrow_schema(DECISION_COLUMNS)
+# A handful of strings repeated for every partition that did not pass: written as
+# indices (the outcome codes themselves) into one dictionary each, which the stream
+# holds once; Parquet stores them dictionary-encoded and Spark reads them as the
+# strings. As plain strings they were two thirds of a batch's bytes before compression.
+_DICTIONARY_ENCODED = ("np_decision", "np_reason")
+_CODED = pa.list_(pa.dictionary(pa.int8(), pa.string()))
+DECISION_SCHEMA = pa.schema([
+    pa.field(n, _CODED if n in _DICTIONARY_ENCODED else arrow_type(t))
+    for n, t in DECISION_COLUMNS])
 SNAPSHOT_SCHEMA = arrow_schema(SNAPSHOT_COLUMNS)
 _TYPES = {f.name: f.type for f in DECISION_SCHEMA}
 _ZERO = pa.array([0], pa.int32())
 # by outcome code: the decision, the reason, and the proxy's error code (-1: the request's)
-_DECISION = pa.array([d or None for d, _, _ in OUTCOMES], pa.string())
-_REASON = pa.array([r or None for _, r, _ in OUTCOMES], pa.string())
+# (code 0, passed, is never listed)
+_DECISION = pa.array([d for d, _, _ in OUTCOMES], pa.string())
+_REASON = pa.array([r for _, r, _ in OUTCOMES], pa.string())
 _CODE = pa.array([c for _, _, c in OUTCOMES], pa.int32())
 _RACKS_OUTCOMES = [bytes((i,)) for i, (_, _, c) in enumerate(OUTCOMES) if c == RACKS_CODE]
 
@@ -164,8 +173,9 @@ def _not_passed(chunk: Chunk, offsets: pa.Array, counts: pa.Array, racks_code: p
     code = pc.take(_CODE, codes)
     if any(racks in chunk.codes for racks in _RACKS_OUTCOMES):  # the request's own code
         code = pc.if_else(pc.equal(code, RACKS_CODE), pc.take(racks_code, parent), code)
-    values = (position, pc.take(_DECISION, codes), pc.take(_REASON, codes),
-              code.cast(pa.int16()))
+    indices = codes.cast(pa.int8())
+    values = (position, pa.DictionaryArray.from_arrays(indices, _DECISION),
+              pa.DictionaryArray.from_arrays(indices, _REASON), code.cast(pa.int16()))
     return [pa.ListArray.from_arrays(np_offsets, v.cast(_TYPES[name].value_type), mask=none)
             for name, v in zip(names, values, strict=True)]
 
