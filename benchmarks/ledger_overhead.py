@@ -99,12 +99,13 @@ def parts(partitions: int, requests: int) -> tuple[float, float]:
     header = parse_request_header(frame)
     request = walk_produce_request(frame, header)
     decisions = decide(request, store.view, rule, time.monotonic())
+    rows = partition_rows(frame, request)  # the rule's caller's, shared with the loss watch
     ledger.flush()
     spent = writer = 0.0
     for i in range(requests):
         start = time.thread_time()
-        pending = ledger.record(CLIENT, header, request, partition_rows(frame, request),
-                                decisions, store.view, True, None, 0.0)
+        pending = ledger.record(CLIENT, header, request, rows, decisions, store.view, rule,
+                                True, None, 0.0)
         assert pending is not None
         pending.wrap(_ignore)(response, 9)
         spent += time.thread_time() - start

@@ -264,7 +264,8 @@ class RackEnforcer:
             partitions = partition_rows(frame, request)
             if self._ledger is not None:
                 pending = self._ledger.record(client, header, request, partitions, decisions,
-                                              view, observe, settings.dedicated_code, now)
+                                              view, settings.rule, observe,
+                                              settings.dedicated_code, now)
             if self._watch is not None:
                 read = self._watch(client, frame, -1, header, request, partitions)
         if observe or not (rejected := [d for d in decisions if d.verdict in REJECTING]):

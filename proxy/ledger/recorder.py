@@ -171,11 +171,12 @@ class DecisionLedger:
         partitions: bytes,
         decisions: Sequence[Decision],
         view: ClusterView,
+        rule: RackRule,
         observe: bool,
         dedicated_code: int | None,
         now: float,
     ) -> Entry | None:
-        """Record one decided request (``partitions``: its
+        """Record one request decided on ``view`` and ``rule`` (``partitions``: its
         :func:`~protocol.produce_partitions.partition_rows`). Returns its entry, the hook
         that completes it from the broker's answer, when some partition goes upstream
         (None otherwise, or on any failure)."""
@@ -186,7 +187,7 @@ class DecisionLedger:
             wall = self.wall_clock()
             versions = self._versions
             view_seq = versions.view_seq(view, wall)
-            rule_seq = versions.rule_seq(self._rule_source(), observe, dedicated_code, wall)
+            rule_seq = versions.rule_seq(rule, observe, dedicated_code, wall)
             topics, ids = request_topics(request, view)
             rows = len(partitions) // PART.size
             codes = outcome_codes(decisions, observe)
