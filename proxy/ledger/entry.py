@@ -2,13 +2,13 @@
 
 Per request, not per partition: when the request is decided, its numbers (time,
 request number, the view's and the rule's sequence numbers, API version, counts)
-are packed into one ``bytes`` (:data:`proxy.ledger.buffer.HEAD`), its partitions
-are the rows the rule's caller packed once for every reader of the request's record
-counts (:func:`protocol.produce_partitions.partition_rows`: four int32 each, topic
-number, partition, records from the batch header, bytes), kept as they are, and the
-outcome of each partition into a third (one byte each: 0 it
-passed, else an index into :data:`OUTCOMES`, which says its decision, reason and
-the proxy's error code). The strings are kept by reference (client id, address,
+are packed into one ``bytes`` (:data:`proxy.ledger.buffer.HEAD`) and the outcome of
+each partition into another (one byte each: 0 it passed, else an index into
+:data:`OUTCOMES`, which says its decision, reason and the proxy's error code); its
+partitions are the rows the rule's caller packed once for every reader of the
+request's record counts (:func:`protocol.produce_partitions.partition_rows`: four
+int32 each, topic number, partition, records from the batch header, bytes), kept as
+they are. The strings are kept by reference (client id, address,
 topic names). Nothing the view already holds is copied: the writer thread writes
 the view and the rule when they change (:mod:`proxy.ledger.versions`), and the
 pipeline joins the two by sequence number. When the broker answers, the answer's

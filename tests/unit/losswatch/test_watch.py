@@ -314,3 +314,21 @@ def test_an_idle_watch_sleeps_until_a_produce_and_its_clock_is_fresh_then() -> N
         runner.cancel()
 
     asyncio.run(scenario())
+
+
+def test_a_partition_whose_records_cannot_be_read_is_not_watched_the_others_are() -> None:
+    """The counts come from one read of the request's batch headers (partition_rows): a
+    record set that cannot be read counts -1 and is left to the broker, which refuses
+    it; the request's other partitions are watched."""
+    rig = Rig()
+    rig.store.apply_metadata(snap([topic(T, [part(i, (1, 4), (1, 4, 2), 1, epoch=3)
+                                             for i in range(3)])], SIX), full=True)
+    frame = kp_request(9, [(T, [(0, make_batch(10)), (1, b"\xff" * 70),
+                                (2, make_batch(5))])])
+    reader = rig.watch.expect(ClientInfo("p", "node-1"), memoryview(frame), -1)
+    assert reader is not None
+    reader(memoryview(kp_response(9, [(T, [
+        {"index": 0, "error_code": 0, "base_offset": 0},
+        {"index": 1, "error_code": 2, "base_offset": -1},
+        {"index": 2, "error_code": 0, "base_offset": 40}])])), 9)
+    assert len(rig.watch.state) == 2
