@@ -13,7 +13,8 @@ own wait plus the poller's hedge delay is treated as hung. After any failure (a 
 that cannot be reached or does not answer in time, a partition error naming another
 leader) the connection is closed, the poller is asked for a fresh view (``refresh``, one
 Metadata round trip), and the leader it names is asked at once; the same leader again is
-asked after a back-off (doubled per failure, up to ``max_backoff_s``).
+asked after a back-off (doubled per failure, up to ``max_backoff_s``), which ends as soon
+as the view (refreshed by the poller meanwhile) names another leader.
 
 Invariants: records reach ``on_record`` in offset order, each once (the offset to read is
 kept across connections and leaders); ``on_caught_up`` is called once, when the offset
@@ -44,6 +45,8 @@ from proxy.cluster.control_conn import ControlConn
 from proxy.cluster.poller import ATTEMPT_ERRORS
 
 log = logging.getLogger("rackguard.admin.store")
+
+LEADER_CHECK_S = 0.25  # during a back-off: how often the view's leader is looked at
 
 # what one attempt can fail with: what a poller attempt can (connecting, logging in, a
 # broker that does not answer), or a broker without a Fetch version we read
@@ -104,7 +107,7 @@ class PartitionFollower:
                 self._failed(failure)
                 if await self._moved(node):
                     continue  # another leader: asked at once
-                await asyncio.sleep(backoff)
+                await self._back_off(backoff, node)
                 backoff = min(backoff * 2, self.settings.max_backoff_s)
         finally:
             self._close()
@@ -186,6 +189,20 @@ class PartitionFollower:
         if not self._silent and self._clock() - self._answered > self.settings.silence_s:
             self._silent = True
             self._on_silence(failure)
+
+    async def _back_off(self, seconds: float, node: int | None) -> None:
+        """Wait ``seconds``, or less: the view is looked at every ``LEADER_CHECK_S``, and
+        a leader other than ``node`` in it ends the wait (the poller brings the leader
+        elected while this one was down; a back-off grown through the outage must not
+        delay reading it)."""
+        left = seconds
+        while left > 0:
+            step = min(left, LEADER_CHECK_S)
+            await asyncio.sleep(step)
+            left -= step
+            now = self._leader()
+            if now is not None and now != node:
+                return
 
     async def _moved(self, node: int | None) -> bool:
         """Ask for a fresh view (bounded); True when it names a leader other than

@@ -191,3 +191,26 @@ async def test_an_offset_out_of_range_restarts_at_the_log_start() -> None:
     rig = Rig({1: leader}, 1)
     await rig.run_until(lambda: len(rig.got) == 2)
     assert leader.offsets[:2] == [0, 10] and [r.offset for r in rig.got] == [10, 11]
+
+
+async def test_a_back_off_ends_when_the_view_names_another_leader() -> None:
+    """A killed leader: its connection fails at once and the view names it until the
+    cluster elects another, long enough for the back-off to grow; the new leader, once
+    the poller brings it into the view, is asked within the leader check, not after the
+    grown back-off."""
+    dead = Broker(*[OSError("refused")] * 50)
+    new = Broker(answer(1, records(0, b"a")))
+    rig = Rig({1: dead, 2: new}, 1)
+    rig.follower.settings = FollowSettings(T, 0, wait_s=0.5, attempt_s=0.05, backoff_s=0.01,
+                                           max_backoff_s=30.0, silence_s=60.0)
+    loop = asyncio.get_running_loop()
+
+    async def elect() -> float:
+        while dead.connections < 8:  # back-offs of 0.01 .. 1.28 s: the next is 2.56 s
+            await asyncio.sleep(0.001)
+        rig.leader = 2  # the poller's next view
+        return loop.time()
+
+    elected = asyncio.ensure_future(elect())
+    await rig.run_until(lambda: len(rig.got) == 1, limit_s=10.0)
+    assert loop.time() - await elected < 0.5
