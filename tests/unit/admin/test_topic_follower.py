@@ -75,7 +75,7 @@ class Broker:
 
 class Rig:
     def __init__(self, brokers: dict[int, Broker], leader: int, attempt_s: float = 0.05,
-                 silence_s: float = 60.0) -> None:
+                 silence_s: float = 60.0, max_backoff_s: float = 0.02) -> None:
         self.brokers = brokers
         self.leader: int | None = leader
         self.after_refresh: int | None = None  # the leader a refresh shows
@@ -86,7 +86,7 @@ class Rig:
         self.now = 0.0
         self.follower = PartitionFollower(
             FollowSettings(T, 0, wait_s=0.5, attempt_s=attempt_s, backoff_s=0.01,
-                           max_backoff_s=0.02, silence_s=silence_s),
+                           max_backoff_s=max_backoff_s, silence_s=silence_s),
             lambda: self.leader, self.connect, self.refresh, lambda: self.now,
             self.got.append, self.count_caught_up, self.silences.append)
 
@@ -200,9 +200,7 @@ async def test_a_back_off_ends_when_the_view_names_another_leader() -> None:
     grown back-off."""
     dead = Broker(*[OSError("refused")] * 50)
     new = Broker(answer(1, records(0, b"a")))
-    rig = Rig({1: dead, 2: new}, 1)
-    rig.follower.settings = FollowSettings(T, 0, wait_s=0.5, attempt_s=0.05, backoff_s=0.01,
-                                           max_backoff_s=30.0, silence_s=60.0)
+    rig = Rig({1: dead, 2: new}, 1, max_backoff_s=30.0)
     loop = asyncio.get_running_loop()
 
     async def elect() -> float:
