@@ -7,10 +7,15 @@ per broker with every ready partition), so the load here is made exactly: a few
 connections send pre-encoded acks=all Produce v9 requests, each with a
 one-record batch (100 bytes, or ``record_bytes``) for each of ``partitions``
 partitions, ``requests_per_s`` times a second in all, at most ``WINDOW`` in
-flight per connection, and read every answer. The proxy's CPU seconds per wall
-second are compared between the two proxies, in mirrored turns within each
-round, on the same broker and topic, per checked partition (a slow broker caps
-the rate a round reaches, and the rate is reported next to them).
+flight per connection, and read every answer. Each proxy's CPU over a whole
+round (its turns, the other's turns and a settle of ``SETTLE_S`` at the end) is
+compared per checked partition it answered in that round, the two taking
+mirrored turns within each round on the same broker and topic (a slow broker
+caps the rate a round reaches, and the rate is reported next to them). The whole
+round, not only a proxy's own turns: the ledger's writer thread flushes every
+second, so about half of a turn's rows are written during the next turn, the
+other proxy's (counted over its own turns only, the ledger's cost came out about
+half its writer's share too low).
 
 Invariant: the load is the same for both targets (same frame, same pacing);
 every answer is read and any partition error fails the run loudly; nothing
@@ -33,6 +38,7 @@ from protocol.produce_results import produce_results
 
 WINDOW = 8
 SLICES = 4  # turns per target per round
+SETTLE_S = 1.5  # before and after a round: the ledger's writer flushes (every second)
 CONNECTIONS = 4
 PRODUCE_VERSION = 9
 
@@ -57,7 +63,7 @@ class LedgerSample:
     target: str
     load: str
     round: int
-    cpu_per_s: float  # proxy CPU seconds per wall second
+    cpu_per_s: float  # proxy CPU seconds over the round per wall second of its turns
     achieved_partitions_per_s: float
 
     @property
@@ -221,16 +227,20 @@ def measure(
                     fresh_broker()
                 for _, bootstrap, _ in targets:  # warm up: connections, metadata, caches
                     drive(bootstrap, frame, min(load.requests_per_s, 200), 0.5)
-            cpu, wall = dict.fromkeys(names, 0.0), dict.fromkeys(names, 0.0)
+                time.sleep(SETTLE_S)  # the warm-up's rows are written before the round
+            wall = dict.fromkeys(names, 0.0)
             answered = dict.fromkeys(names, 0)
+            cpu = {name: cpu_seconds(pid) for name, _, pid in targets}
             for turn in range(slices):
                 order = targets if (r + turn) % 2 == 0 else list(reversed(targets))
-                for name, bootstrap, pid in order:
-                    cpu0, t0 = cpu_seconds(pid), time.perf_counter()
+                for name, bootstrap, _ in order:
+                    t0 = time.perf_counter()
                     answered[name] += drive(bootstrap, frame, load.requests_per_s,
                                             seconds / slices)
                     wall[name] += time.perf_counter() - t0
-                    cpu[name] += cpu_seconds(pid) - cpu0
+            time.sleep(SETTLE_S)
+            for name, _, pid in targets:
+                cpu[name] = cpu_seconds(pid) - cpu[name]
             for name in names:
                 results.samples.append(LedgerSample(
                     name, load.label, r, cpu[name] / wall[name],

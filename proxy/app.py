@@ -452,7 +452,6 @@ class Rackguard:
         await self.admin.stop()
         await self.poller.stop()
         if self.ledger is not None:
-            self.ledger.seal()  # the rows encoded on this loop since the last seal
             await asyncio.to_thread(self.ledger.stop)  # writes what is queued, then closes
         if self._ops_http is not None:
             await asyncio.to_thread(self._ops_http.stop)  # waits for its serve loop

@@ -254,10 +254,6 @@ class DecisionLedger:
         except Exception:  # noqa: BLE001 - never into the loss watch
             self._drop("record_error", 1, exc_info=True)
 
-    def seal(self) -> None:
-        """Kept for callers of the former chunked encoder: entries are queued as they
-        complete, so there is nothing to hand over."""
-
     # ----- lifecycle
     def start(self) -> None:
         self.config.directory.mkdir(parents=True, exist_ok=True)
