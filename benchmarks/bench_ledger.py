@@ -8,7 +8,8 @@ connections send pre-encoded acks=all Produce v9 requests, each with a
 one-record batch (100 bytes, or ``record_bytes``) for each of ``partitions``
 partitions, ``requests_per_s`` times a second in all, at most ``WINDOW`` in
 flight per connection, and read every answer. Each proxy's CPU over a whole
-round (its turns, the other's turns and a settle of ``SETTLE_S`` at the end) is
+round (its turns, the other's turns, and a settle of ``SETTLE_S`` after the warm-up
+and after the turns, longer than the ledger's default flush interval) is
 compared per checked partition it answered in that round, the two taking
 mirrored turns within each round on the same broker and topic (a slow broker
 caps the rate a round reaches, and the rate is reported next to them). The whole
@@ -230,7 +231,7 @@ def measure(
                 time.sleep(SETTLE_S)  # the warm-up's rows are written before the round
             wall = dict.fromkeys(names, 0.0)
             answered = dict.fromkeys(names, 0)
-            cpu = {name: cpu_seconds(pid) for name, _, pid in targets}
+            start = {name: cpu_seconds(pid) for name, _, pid in targets}
             for turn in range(slices):
                 order = targets if (r + turn) % 2 == 0 else list(reversed(targets))
                 for name, bootstrap, _ in order:
@@ -239,8 +240,7 @@ def measure(
                                             seconds / slices)
                     wall[name] += time.perf_counter() - t0
             time.sleep(SETTLE_S)
-            for name, _, pid in targets:
-                cpu[name] = cpu_seconds(pid) - cpu[name]
+            cpu = {name: cpu_seconds(pid) - start[name] for name, _, pid in targets}
             for name in names:
                 results.samples.append(LedgerSample(
                     name, load.label, r, cpu[name] / wall[name],
