@@ -75,15 +75,18 @@ def _column(data: bytes | array[Any], kind: pa.DataType, length: int) -> pa.Arra
 
 
 class _Rows:
-    """The fields of a chunk's fixed-size rows, each as a column (a field is a strided
-    slice of an ``array``: one C loop, about half the time of a strided memoryview's
-    ``tobytes``)."""
+    """The fields of a chunk's fixed-size rows, each as an ``array`` (a field is a strided
+    slice: one C loop, about half the time of a strided memoryview's ``tobytes``) or as
+    a column."""
 
     def __init__(self, rows: bytes, count: int) -> None:
         self._int64s = array("q", rows)
         self._float64s = array("d", rows)
         self._int32s = array("i", rows)
         self._count = count
+
+    def ints(self, field: int) -> array[int]:
+        return self._int32s[field::ROW // 4]
 
     def int64(self, field: int) -> pa.Array:
         return _column(self._int64s[field::ROW // 8], pa.int64(), self._count)
@@ -92,36 +95,66 @@ class _Rows:
         return _column(self._float64s[field::ROW // 8], pa.float64(), self._count)
 
     def int32(self, field: int) -> pa.Array:
-        return _column(self._int32s[field::ROW // 4], pa.int32(), self._count)
+        return _column(self.ints(field), pa.int32(), self._count)
 
 
-def _offsets(counts: pa.Array) -> pa.Array:
-    """List offsets (int32, one more than ``counts``) from per-row lengths."""
+def _same(values: array[int] | bytes, value: int) -> bool:
+    """Every one of ``values`` is ``value`` (a C loop)."""
+    return values.count(value) == len(values)
+
+
+def _offsets(counts: array[int]) -> pa.Array:
+    """List offsets (int32, one more than ``counts``) from per-row lengths (no Arrow
+    compute call when every row has one, or none)."""
+    n = len(counts)
+    if n and _same(counts, 1):
+        return _arange(n + 1)
+    if not n or _same(counts, 0):
+        return _repeat(0, n + 1, pa.int32())
+    return _cumulative(_column(counts, pa.int32(), n))
+
+
+def _cumulative(counts: pa.Array) -> pa.Array:
     return pa.concat_arrays([_ZERO, pc.cumulative_sum(counts)])
+
+
+def _repeat(value: int, length: int, kind: pa.DataType) -> pa.Array:
+    """``length`` times ``value``, as ``kind`` (int8, int16 or int32)."""
+    code = {1: "b", 2: "h", 4: "i"}[kind.bit_width // 8]
+    return _column(array(code, [value]) * length, kind, length)
 
 
 def decision_batch(chunk: Chunk, instance: str, run: int) -> pa.RecordBatch:
     """A chunk of queued requests as one record batch: the fixed-size fields and the
     partitions reinterpreted from their bytes, the strings converted once per batch,
-    the sparse decisions derived from the outcome codes, all in Arrow's C code (no
-    Python work per request or partition)."""
+    the sparse decisions derived from the outcome codes, all in C code (no Python work
+    per request or partition).
+
+    A flush's cost is mostly the Arrow calls it makes, each dearer in a writer that
+    runs once a second (its code no longer in the caches) than in a loop; so what a
+    batch usually is (requests of one topic, each answered, named by name; the
+    partitions sharing one outcome) is built without the calls the general case needs."""
     n = chunk.count
     rows = _Rows(chunk.rows, n)
-    counts = rows.int32(F_ROWS)
+    counts = rows.ints(F_ROWS)
     offsets = _offsets(counts)
     parts = array("i", chunk.parts)
     total = chunk.partitions
 
-    def per_partition(field: int, kind: pa.DataType) -> pa.Array:
-        values = _column(parts[field::4], pa.int32(), total)
-        return pa.ListArray.from_arrays(offsets, values if kind == pa.int32() else
-                                        values.cast(kind))
+    def per_partition(field: int) -> pa.Array:
+        return pa.ListArray.from_arrays(offsets, _column(parts[field::4], pa.int32(), total))
 
-    latency = rows.float64(F_LATENCY)
-    answer_len = rows.int32(F_ANSWER_LEN)
+    topic_no = parts[0::4]
+    answer_len = rows.ints(F_ANSWER_LEN)
+    answered = (pc.not_equal(_column(answer_len, pa.int32(), n), 0) if 0 in answer_len
+                else None)
+    latency = rows.float64(F_LATENCY).cast(pa.float32())
     answers = pa.Array.from_buffers(pa.binary(), n, [
         None, _offsets(answer_len).buffers()[1], pa.py_buffer(chunk.answers)])
-    id_count = rows.int32(F_IDS)  # 0: named by name (null)
+    if answered is not None:  # null where the proxy answered alone
+        latency = pc.if_else(answered, latency, pa.scalar(None, pa.float32()))
+        answers = pc.if_else(answered, answers, pa.scalar(None, pa.binary()))
+    id_count = rows.ints(F_IDS)  # 0: named by name (null)
     columns: list[Any] = [
         rows.float64(F_WALL),
         pa.repeat(pa.scalar(instance, pa.string()), n),
@@ -132,52 +165,88 @@ def decision_batch(chunk: Chunk, instance: str, run: int) -> pa.RecordBatch:
         rows.int32(F_API_VERSION).cast(pa.int16()),
         rows.int64(F_VIEW_SEQ),
         rows.int64(F_RULE_SEQ),
-        pc.if_else(pc.is_nan(latency), pa.scalar(None, pa.float64()), latency).cast(
-            pa.float32()),
-        pa.ListArray.from_arrays(_offsets(rows.int32(F_TOPICS)),
+        latency,
+        pa.ListArray.from_arrays(_offsets(rows.ints(F_TOPICS)),
                                  pa.array(chunk.topics, pa.string())),
-        per_partition(0, pa.int8()),  # topic_no: a request names <= 127 topics
-        per_partition(1, pa.int32()),
-        per_partition(2, pa.int32()),
-        per_partition(3, pa.int32()),
+        # topic_no: a request names <= 127 topics
+        pa.ListArray.from_arrays(offsets, _repeat(0, total, pa.int8())
+                                 if _same(topic_no, 0) else
+                                 _column(topic_no, pa.int32(), total).cast(pa.int8())),
+        per_partition(1),
+        per_partition(2),
+        per_partition(3),
+        pa.nulls(n, _TYPES["topic_ids"]) if not chunk.topic_ids else
         pa.ListArray.from_arrays(_offsets(id_count), pa.array(chunk.topic_ids, pa.binary()),
-                                 mask=pc.equal(id_count, 0)),
-        pc.if_else(pc.equal(answer_len, 0), pa.scalar(None, pa.binary()), answers),
+                                 mask=pc.equal(_column(id_count, pa.int32(), n), 0)),
+        answers,
         pa.nulls(n, _TYPES["error"]),
         pa.nulls(n, _TYPES["base_offset"]),
-        *_not_passed(chunk, offsets, counts, rows.int32(F_RACKS_CODE)),
+        *_not_passed(chunk, offsets, counts, rows.ints(F_RACKS_CODE)),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=DECISION_SCHEMA)
 
 
-def _not_passed(chunk: Chunk, offsets: pa.Array, counts: pa.Array, racks_code: pa.Array
+_NP = ("np_index", "np_decision", "np_reason", "np_code")
+
+
+def _not_passed(chunk: Chunk, offsets: pa.Array, counts: array[int], racks_code: array[int]
                 ) -> list[pa.Array]:
     """np_index, np_decision, np_reason, np_code: per request, the partitions that did not
     simply pass (a null list when all did)."""
     n, total = chunk.count, chunk.partitions
-    names = ("np_index", "np_decision", "np_reason", "np_code")
-    passed = chunk.codes.count(0)
-    if passed == total:
-        return [pa.nulls(n, _TYPES[name]) for name in names]
-    codes = _column(chunk.codes, pa.uint8(), total)
-    parent = pc.list_parent_indices(pa.ListArray.from_arrays(offsets, codes))
+    codes = chunk.codes
+    if _same(codes, 0):
+        return [pa.nulls(n, _TYPES[name]) for name in _NP]
+    if _same(codes, codes[0]):  # none passed, all alike (observe mode on a rack shortfall)
+        return _alike(codes[0], total, offsets, counts, racks_code)
+    column = _column(codes, pa.uint8(), total)
+    parent = _parents(offsets, total)
     position = pc.subtract(_arange(total), pc.take(offsets, parent))  # within its request
-    if passed:  # keep the others
-        kept = pc.not_equal(codes, 0)
-        np_offsets = pc.take(_offsets(kept.cast(pa.int32())), offsets)
-        codes, parent, position = (pc.filter(codes, kept), pc.filter(parent, kept),
-                                   pc.filter(position, kept))
-        none = pc.equal(np_offsets.slice(1), np_offsets.slice(0, n))
-    else:  # none passed (observe mode on a rack shortfall): every partition is listed
-        np_offsets, none = offsets, pc.equal(counts, 0)
-    code = pc.take(_CODE, codes)
-    if any(racks in chunk.codes for racks in _RACKS_OUTCOMES):  # the request's own code
-        code = pc.if_else(pc.equal(code, RACKS_CODE), pc.take(racks_code, parent), code)
-    indices = codes.cast(pa.int8())
+    kept = pc.not_equal(column, 0)
+    np_offsets = pc.take(_cumulative(kept.cast(pa.int32())), offsets)
+    column, parent, position = (pc.filter(column, kept), pc.filter(parent, kept),
+                                pc.filter(position, kept))
+    none = pc.equal(np_offsets.slice(1), np_offsets.slice(0, n))
+    code = pc.take(_CODE, column)
+    if any(racks in codes for racks in _RACKS_OUTCOMES):  # the request's own code
+        code = pc.if_else(pc.equal(code, RACKS_CODE),
+                          pc.take(_column(racks_code, pa.int32(), n), parent), code)
+    indices = column.cast(pa.int8())
     values = (position, pa.DictionaryArray.from_arrays(indices, _DECISION),
               pa.DictionaryArray.from_arrays(indices, _REASON), code.cast(pa.int16()))
     return [pa.ListArray.from_arrays(np_offsets, v.cast(_TYPES[name].value_type), mask=none)
-            for name, v in zip(names, values, strict=True)]
+            for name, v in zip(_NP, values, strict=True)]
+
+
+def _alike(code: int, total: int, offsets: pa.Array, counts: array[int],
+           racks_code: array[int]) -> list[pa.Array]:
+    """The np_* columns when every partition has outcome ``code``: each request lists all
+    its partitions."""
+    n = len(counts)
+    if n and _same(counts, counts[0]):  # k partitions each: 0..k-1, n times
+        position = _column(array("i", range(counts[0])) * n, pa.int32(), total)
+    else:
+        position = pc.subtract(_arange(total), pc.take(offsets, _parents(offsets, total)))
+    indices = _repeat(code, total, pa.int8())
+    error = OUTCOMES[code][2]
+    if error is None:
+        codes = pa.nulls(total, pa.int16())
+    elif error != RACKS_CODE:
+        codes = _repeat(error, total, pa.int16())
+    elif n and _same(racks_code, racks_code[0]):
+        codes = _repeat(racks_code[0], total, pa.int16())
+    else:  # each request's own code, for each of its partitions
+        codes = pc.take(_column(racks_code, pa.int32(), n),
+                        _parents(offsets, total)).cast(pa.int16())
+    none = pc.equal(_column(counts, pa.int32(), n), 0) if 0 in counts else None
+    values = (position, pa.DictionaryArray.from_arrays(indices, _DECISION),
+              pa.DictionaryArray.from_arrays(indices, _REASON), codes)
+    return [pa.ListArray.from_arrays(offsets, v, mask=none) for v in values]
+
+
+def _parents(offsets: pa.Array, total: int) -> pa.Array:
+    """For each of ``total`` partitions, the number of its request."""
+    return pc.list_parent_indices(pa.ListArray.from_arrays(offsets, _arange(total)))
 
 
 _ARANGE = [pa.array([], pa.int32())]

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
 from proxy.ledger.buffer import HEAD, PART, ROW, TAIL, RowBuffer
@@ -113,3 +115,63 @@ def test_take_never_reads_past_the_requests_counted(most: int) -> None:
     chunk = buffer.take(most)
     assert chunk is not None and chunk.count == 1 and chunk.partitions == 2
 
+
+
+# One request of a chunk: its partitions' outcome codes, whether the broker answered,
+# whether it names its topics by id, its code for a rack refusal.
+Shape = tuple[list[int], bool, bool, int]
+_codes = st.sampled_from(range(len(OUTCOMES)))
+
+
+@st.composite
+def chunks(draw: st.DrawFn) -> list[Shape]:
+    """Requests shaped as batches usually are (one outcome everywhere, every request of
+    the same size, answered, by name, one code), and as they may be (none of that)."""
+    alike = draw(st.booleans())
+    size = draw(st.integers(0, 3))
+    code = draw(_codes)
+    requests = []
+    for _ in range(draw(st.integers(1, 5))):
+        n = size if draw(st.booleans()) else draw(st.integers(0, 4))
+        codes = [code] * n if alike else draw(st.lists(_codes, min_size=n, max_size=n))
+        requests.append((codes, draw(st.booleans()) or alike, draw(st.booleans()) and not alike,
+                         42 if alike or draw(st.booleans()) else 19))
+    return requests
+
+
+@settings(max_examples=300, deadline=None)
+@given(chunks())
+def test_a_batch_holds_what_each_request_recorded_whatever_its_shape(
+        shapes: list[Shape]) -> None:
+    """The batch builder's short cuts for usual batches (one outcome, one size, all
+    answered, one topic) give what its general case gives: each checked against the
+    requests as recorded."""
+    buffer = RowBuffer()
+    for req, (codes, answered, ids, racks) in enumerate(shapes, 1):
+        n = len(codes)
+        topics = ("a", "b") if ids else ("a",)
+        parts = b"".join(PART.pack(i % len(topics), i, i + 1, 100 + i) for i in range(n))
+        head = HEAD.pack(1000.0 + req, req, 7, 3, 13 if ids else 9, n, len(topics),
+                         len(topics) if ids else 0, racks)
+        recorded = Entry(None, head, (f"client-{req}", "10.0.0.1:1"), topics,
+                         tuple(bytes([req]) * 16 for _ in topics) if ids else None, parts,
+                         bytes(codes), n, 0.0)
+        buffer.add(recorded, TAIL.pack(float(req), 3) if answered else TAIL.pack(math.nan, 0),
+                   memoryview(b"abc") if answered else None)
+    chunk = buffer.take(100)
+    assert chunk is not None
+    rows = decision_batch(chunk, "i", 1).to_pylist()
+    for req, (row, (codes, answered, ids, racks)) in enumerate(zip(rows, shapes, strict=True), 1):
+        n = len(codes)
+        listed = [i for i, c in enumerate(codes) if c]
+        assert row["req"] == req and row["partition"] == list(range(n))
+        assert row["topic_no"] == [i % (2 if ids else 1) for i in range(n)]
+        assert row["topics"] == (["a", "b"] if ids else ["a"])
+        assert row["topic_ids"] == ([bytes([req]) * 16] * 2 if ids else None)
+        assert (row["answer"], row["latency_ms"]) == ((b"abc", float(req)) if answered
+                                                      else (None, None))
+        assert row["np_index"] == (listed or None)
+        assert row["np_decision"] == ([OUTCOMES[codes[i]][0] for i in listed] or None)
+        assert row["np_reason"] == ([OUTCOMES[codes[i]][1] for i in listed] or None)
+        assert row["np_code"] == ([racks if OUTCOMES[codes[i]][2] == RACKS_CODE
+                                   else OUTCOMES[codes[i]][2] for i in listed] or None)
