@@ -130,7 +130,7 @@ def decision_batch(chunk: Chunk, instance: str, run: int) -> pa.RecordBatch:
     the sparse decisions derived from the outcome codes, all in C code (no Python work
     per request or partition).
 
-    A flush's cost is mostly the Arrow calls it makes, each dearer in a writer that
+    A batch costs mostly the Arrow calls that build it, each dearer in a writer that
     runs once a second (its code no longer in the caches) than in a loop; so what a
     batch usually is (requests of one topic, each answered, named by name; the
     partitions sharing one outcome) is built without the calls the general case needs."""
