@@ -107,9 +107,9 @@ def _offsets(counts: array[int]) -> pa.Array:
     """List offsets (int32, one more than ``counts``) from per-row lengths (no Arrow
     compute call when every row has one, or none)."""
     n = len(counts)
-    if n and _same(counts, 1):
+    if _same(counts, 1):  # (none at all: the single offset 0 either way)
         return _arange(n + 1)
-    if not n or _same(counts, 0):
+    if _same(counts, 0):
         return _repeat(0, n + 1, pa.int32())
     return _cumulative(_column(counts, pa.int32(), n))
 
@@ -201,7 +201,7 @@ def _not_passed(chunk: Chunk, offsets: pa.Array, counts: array[int], racks_code:
         return _alike(codes[0], total, offsets, counts, racks_code)
     column = _column(codes, pa.uint8(), total)
     parent = _parents(offsets, total)
-    position = pc.subtract(_arange(total), pc.take(offsets, parent))  # within its request
+    position = _positions(offsets, parent, total)
     kept = pc.not_equal(column, 0)
     np_offsets = pc.take(_cumulative(kept.cast(pa.int32())), offsets)
     column, parent, position = (pc.filter(column, kept), pc.filter(parent, kept),
@@ -226,7 +226,7 @@ def _alike(code: int, total: int, offsets: pa.Array, counts: array[int],
     if n and _same(counts, counts[0]):  # k partitions each: 0..k-1, n times
         position = _column(array("i", range(counts[0])) * n, pa.int32(), total)
     else:
-        position = pc.subtract(_arange(total), pc.take(offsets, _parents(offsets, total)))
+        position = _positions(offsets, _parents(offsets, total), total)
     indices = _repeat(code, total, pa.int8())
     error = OUTCOMES[code][2]
     if error is None:
@@ -247,6 +247,11 @@ def _alike(code: int, total: int, offsets: pa.Array, counts: array[int],
 def _parents(offsets: pa.Array, total: int) -> pa.Array:
     """For each of ``total`` partitions, the number of its request."""
     return pc.list_parent_indices(pa.ListArray.from_arrays(offsets, _arange(total)))
+
+
+def _positions(offsets: pa.Array, parent: pa.Array, total: int) -> pa.Array:
+    """For each of ``total`` partitions, its position within its request."""
+    return pc.subtract(_arange(total), pc.take(offsets, parent))
 
 
 _ARANGE = [pa.array([], pa.int32())]
