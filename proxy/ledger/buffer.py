@@ -36,11 +36,11 @@ from protocol.produce import PARTITION_ROW
 if TYPE_CHECKING:
     from proxy.ledger.entry import Entry
 
-HEAD = struct.Struct("=dqqqiiiii4x")
+HEAD = struct.Struct("=dqqqh2xiiii4x")
 """Packed when a request is decided: wall time, request number, view and rule sequence
 numbers, API version, partitions, topics, topic ids (0: named by name), the error code
 the proxy gives a NOT_ENOUGH_RACKS refusal (its dedicated code, or 19)."""
-TAIL = struct.Struct("=di4x")
+TAIL = struct.Struct("=fi")
 """Packed when it is answered: the upstream latency in ms (NaN: no broker answer) and
 the answer's length (0: none)."""
 ROW = HEAD.size + TAIL.size  # bytes per request, a multiple of 8
@@ -48,12 +48,14 @@ PART = PARTITION_ROW
 """Per partition: topic number (into the request's topics), partition, records, bytes (the
 rows :func:`protocol.produce_partitions.partition_rows` packs, kept as they are)."""
 
-# Positions of the fields in a request's row, in units of 8 bytes (floats, int64s) and
-# of 4 bytes (int32s): memoryview(rows).cast("d")[F_WALL::ROW // 8] is the wall times.
-F_WALL, F_REQ, F_VIEW_SEQ, F_RULE_SEQ = 0, 1, 2, 3
-F_API_VERSION, F_ROWS, F_TOPICS, F_IDS, F_RACKS_CODE = 8, 9, 10, 11, 12
-F_LATENCY = HEAD.size // 8  # 7
-F_ANSWER_LEN = HEAD.size // 4 + 2  # 16
+# Positions of the fields in a request's row, in units of their own width, each typed
+# as its column is (the writer reinterprets, never casts): array("d", rows)[F_WALL::ROW
+# // 8] is the wall times, array("h", rows)[F_API_VERSION::ROW // 2] the API versions.
+F_WALL, F_REQ, F_VIEW_SEQ, F_RULE_SEQ = 0, 1, 2, 3  # float64, int64
+F_API_VERSION = 16  # int16
+F_ROWS, F_TOPICS, F_IDS, F_RACKS_CODE = 9, 10, 11, 12  # int32
+F_LATENCY = HEAD.size // 4  # float32
+F_ANSWER_LEN = HEAD.size // 4 + 1  # int32
 
 
 def held_bytes(rows: int, answer_len: int) -> int:

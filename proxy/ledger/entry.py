@@ -22,7 +22,7 @@ whatever the ledger does, so a ledger failure never reaches the client's connect
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import attrgetter
+from operator import countOf, itemgetter
 from typing import TYPE_CHECKING
 
 from protocol.produce import ProduceRequest
@@ -63,7 +63,7 @@ OUTCOMES, _CODES = _outcomes()
 :data:`RACKS_CODE`); code 0 is a partition that simply passed (no decision written)."""
 REJECTED_CODES = tuple(i for i, o in enumerate(OUTCOMES) if o[0] == REJECTED)
 _ONE = {observe: {v: bytes((c,)) for v, c in codes.items()} for observe, codes in _CODES.items()}
-_VERDICT = attrgetter("verdict")
+_VERDICT = itemgetter(Decision._fields.index("verdict"))  # a tuple's item: no descriptor
 
 
 class Entry:
@@ -113,11 +113,10 @@ def outcome_codes(decisions: Sequence[Decision], observe: bool) -> bytes:
         return one[decisions[0].verdict]
     if n == 0:
         return b""
-    verdicts = list(map(_VERDICT, decisions))
-    first = verdicts[0]
-    if verdicts.count(first) == n:
+    first = decisions[0].verdict
+    if countOf(map(_VERDICT, decisions), first) == n:
         return one[first] * n
-    return bytes(map(_CODES[observe].__getitem__, verdicts))
+    return bytes(map(_CODES[observe].__getitem__, map(_VERDICT, decisions)))
 
 
 def all_rejected(codes: bytes) -> bool:

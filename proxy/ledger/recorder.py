@@ -185,9 +185,7 @@ class DecisionLedger:
                 self._drop("writer_down", len(decisions))
                 return None
             wall = self.wall_clock()
-            versions = self._versions
-            view_seq = versions.view_seq(view, wall)
-            rule_seq = versions.rule_seq(rule, observe, dedicated_code, wall)
+            view_seq, rule_seq = self._versions.seqs(view, rule, observe, dedicated_code, wall)
             topics, ids = request_topics(request, view)
             rows = len(partitions) // PART.size
             codes = outcome_codes(decisions, observe)

@@ -13,7 +13,8 @@ dozen Arrow calls per batch, none per request or partition but the strings' conv
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from itertools import accumulate
 from typing import Any
 
 import pyarrow as pa
@@ -83,6 +84,8 @@ class _Rows:
         self._int64s = array("q", rows)
         self._float64s = array("d", rows)
         self._int32s = array("i", rows)
+        self._float32s = array("f", rows)
+        self._int16s = array("h", rows)
         self._count = count
 
     def ints(self, field: int) -> array[int]:
@@ -97,6 +100,12 @@ class _Rows:
     def int32(self, field: int) -> pa.Array:
         return _column(self.ints(field), pa.int32(), self._count)
 
+    def float32(self, field: int) -> pa.Array:
+        return _column(self._float32s[field::ROW // 4], pa.float32(), self._count)
+
+    def int16(self, field: int) -> pa.Array:
+        return _column(self._int16s[field::ROW // 2], pa.int16(), self._count)
+
 
 def _same(values: array[int] | bytes, value: int) -> bool:
     """Every one of ``values`` is ``value`` (a C loop)."""
@@ -104,14 +113,20 @@ def _same(values: array[int] | bytes, value: int) -> bool:
 
 
 def _offsets(counts: array[int]) -> pa.Array:
-    """List offsets (int32, one more than ``counts``) from per-row lengths (no Arrow
-    compute call when every row has one, or none)."""
+    """List offsets (int32, one more than ``counts``) from per-row lengths, without an
+    Arrow compute call (in a writer that runs once a second, a call's dispatch costs
+    more than summing a batch's few thousand lengths in a C loop)."""
     n = len(counts)
-    if _same(counts, 1):  # (none at all: the single offset 0 either way)
+    if not n:
+        return _ZERO
+    first = counts[0]
+    if first == 1 and _same(counts, 1):
         return _arange(n + 1)
-    if _same(counts, 0):
-        return _repeat(0, n + 1, pa.int32())
-    return _cumulative(_column(counts, pa.int32(), n))
+    if first and _same(counts, first):  # k each: 0, k, 2k...
+        offsets = array("i", range(0, (n + 1) * first, first))
+    else:
+        offsets = array("i", accumulate(counts, initial=0))
+    return _column(offsets, pa.int32(), n + 1)
 
 
 def _cumulative(counts: pa.Array) -> pa.Array:
@@ -148,7 +163,7 @@ def decision_batch(chunk: Chunk, instance: str, run: int) -> pa.RecordBatch:
     answer_len = rows.ints(F_ANSWER_LEN)
     answered = (pc.not_equal(_column(answer_len, pa.int32(), n), 0) if 0 in answer_len
                 else None)
-    latency = rows.float64(F_LATENCY).cast(pa.float32())
+    latency = rows.float32(F_LATENCY)
     answers = pa.Array.from_buffers(pa.binary(), n, [
         None, _offsets(answer_len).buffers()[1], pa.py_buffer(chunk.answers)])
     if answered is not None:  # null where the proxy answered alone
@@ -157,12 +172,12 @@ def decision_batch(chunk: Chunk, instance: str, run: int) -> pa.RecordBatch:
     id_count = rows.ints(F_IDS)  # 0: named by name (null)
     columns: list[Any] = [
         rows.float64(F_WALL),
-        pa.repeat(pa.scalar(instance, pa.string()), n),
-        pa.repeat(pa.scalar(run, pa.int64()), n),
+        _constant(instance, pa.string(), n),
+        _constant(run, pa.int64(), n),
         rows.int64(F_REQ),
         pa.array(chunk.who[0::2], pa.string()),
         pa.array(chunk.who[1::2], pa.string()),
-        rows.int32(F_API_VERSION).cast(pa.int16()),
+        rows.int16(F_API_VERSION),
         rows.int64(F_VIEW_SEQ),
         rows.int64(F_RULE_SEQ),
         latency,
@@ -254,14 +269,27 @@ def _positions(offsets: pa.Array, parent: pa.Array, total: int) -> pa.Array:
     return pc.subtract(_arange(total), pc.take(offsets, parent))
 
 
-_ARANGE = [pa.array([], pa.int32())]
+_KEPT: dict[tuple[object, pa.DataType], pa.Array] = {}
+
+
+def _kept(key: object, kind: pa.DataType, length: int,
+          make: Callable[[int], pa.Array]) -> pa.Array:
+    """The first ``length`` values of an array ``make`` builds, kept for the next batches
+    (one per key: a few, for the life of the writer); rebuilt twice as long when short."""
+    have = _KEPT.get((key, kind))
+    if have is None or len(have) < length:
+        have = _KEPT[key, kind] = make(max(length, 2 * len(have) if have is not None else 64))
+    return have.slice(0, length)
 
 
 def _arange(length: int) -> pa.Array:
-    """0, 1, ... length - 1 (int32): a slice of one array kept for the next batches."""
-    if len(_ARANGE[0]) < length:
-        _ARANGE[0] = pa.array(range(max(length, 2 * len(_ARANGE[0]))), pa.int32())
-    return _ARANGE[0].slice(0, length)
+    """0, 1, ... length - 1 (int32)."""
+    return _kept(_arange, pa.int32(), length, lambda n: pa.array(range(n), pa.int32()))
+
+
+def _constant(value: object, kind: pa.DataType, length: int) -> pa.Array:
+    """``length`` times ``value`` (the batch's instance and run)."""
+    return _kept(value, kind, length, lambda n: pa.repeat(pa.scalar(value, kind), n))
 
 
 def snapshot_batch(rows: Sequence[dict[str, Any]]) -> pa.RecordBatch:

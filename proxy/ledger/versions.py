@@ -40,6 +40,20 @@ class Versions:
         self._view: tuple[ClusterView | None, int] = (None, 0)
         self._rule: tuple[RuleKey | None, int] = (None, 0)
         self._pending: list[Pending] = []
+        self._last: tuple[object, ...] = (None, None, None, None, (0, 0))
+
+    def seqs(self, view: ClusterView, rule: RackRule, observe: bool, dedicated: int | None,
+             wall: float) -> tuple[int, int]:
+        """(:meth:`view_seq`, :meth:`rule_seq`): the event loop's one call per request,
+        one identity test of each when neither changed since its last call (which is
+        all it keeps: numbers never change, whoever handed out newer ones since)."""
+        last = self._last
+        if (last[0] is view and last[1] is rule and last[2] is observe
+                and last[3] == dedicated):
+            return last[4]  # type: ignore[return-value]
+        numbers = (self.view_seq(view, wall), self.rule_seq(rule, observe, dedicated, wall))
+        self._last = (view, rule, observe, dedicated, numbers)
+        return numbers
 
     def view_seq(self, view: ClusterView, wall: float) -> int:
         current = self._view
