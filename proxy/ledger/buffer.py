@@ -58,10 +58,9 @@ F_LATENCY = HEAD.size // 4  # float32
 F_ANSWER_LEN = HEAD.size // 4 + 1  # int32
 
 
-def held_bytes(rows: int, answer_len: int) -> int:
-    """What a queued request is counted as against ``queue_bytes``: its answer, its
-    partitions and a fixed part (the loop and the writer count alike)."""
-    return 32 * rows + answer_len + 200
+PER_ROW, PER_REQUEST = 32, 200
+"""What a queued request is counted as against ``queue_bytes``: its answer, and this much
+per partition and per request (the loop and the writer count alike)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,16 +79,19 @@ class Chunk:
 
     @property
     def held(self) -> int:
-        return 32 * self.partitions + len(self.answers) + 200 * self.count
+        return PER_ROW * self.partitions + len(self.answers) + PER_REQUEST * self.count
 
 
 class RowBuffer:
-    """Written by the event loop (:meth:`add`), read by the writer thread (:meth:`take`)."""
+    """Written by the event loop (:meth:`add`), read by the writer thread (:meth:`take`,
+    then :meth:`release`); bounded to ``most_rows`` partition-writes and ``most_bytes``
+    held."""
 
-    __slots__ = ("_rows", "_parts", "_codes", "_answers", "_who", "_topics", "_ids", "done",
-                 "taken", "torn")
+    __slots__ = ("_rows", "_parts", "_codes", "_answers", "_who", "_topics", "_ids",
+                 "_most_rows", "_most_bytes", "done", "taken", "rows_in", "rows_out",
+                 "bytes_in", "bytes_out", "torn")
 
-    def __init__(self) -> None:
+    def __init__(self, most_rows: int = 1 << 62, most_bytes: int = 1 << 62) -> None:
         # lists of references: two records, one partitions' and one outcomes' bytes and
         # one answer (b"": none) per request. The bytes objects come from the
         # interpreter's allocator, which reuses the memory of those the writer freed;
@@ -102,17 +104,25 @@ class RowBuffer:
         self._who: list[str | None] = []
         self._topics: list[str] = []
         self._ids: list[bytes] = []
-        self.done = 0  # requests appended (the loop's)
-        self.taken = 0  # requests taken (the writer's)
+        self._most_rows, self._most_bytes = most_rows, most_bytes
+        self.done = self.rows_in = self.bytes_in = 0  # appended (the loop's)
+        self.taken = self.rows_out = self.bytes_out = 0  # taken, then released (the writer's)
         self.torn = False
 
-    def add(self, entry: Entry, tail: bytes, answer: memoryview | None) -> None:
-        """Append one complete request (the loop; ``tail`` packed beforehand, so nothing
-        that can fail on a value runs once the first item is appended)."""
+    def add(self, entry: Entry, tail: bytes, answer: memoryview | None) -> int:
+        """Append one complete request if the bounds let it in (the loop; ``tail`` packed
+        beforehand, so nothing that can fail on a value runs once the first item is
+        appended); returns the partition-writes queued with it, or -1 when it was refused
+        (the bounds, or a torn buffer)."""
+        rows = entry.rows
+        queued = self.rows_in - self.rows_out + rows
+        if (queued > self._most_rows or self.bytes_in - self.bytes_out > self._most_bytes
+                or self.torn):
+            return -1
         try:
-            rows = self._rows
-            rows.append(entry.head)
-            rows.append(tail)
+            fixed = self._rows
+            fixed.append(entry.head)
+            fixed.append(tail)
             self._parts.append(entry.parts)
             self._codes.append(entry.codes)
             self._answers.append(bytes(answer) if answer is not None else b"")
@@ -127,6 +137,18 @@ class RowBuffer:
             self.torn = True
             raise
         self.done += 1
+        self.rows_in += rows
+        self.bytes_in += PER_ROW * rows + (len(answer) if answer is not None else 0) + PER_REQUEST
+        return queued
+
+    def release(self, rows: int, held: int) -> None:
+        """Taken requests written or dropped (the writer): room for as many again."""
+        self.rows_out += rows
+        self.bytes_out += held
+
+    def depth(self) -> int:
+        """Partition-writes queued and not released."""
+        return self.rows_in - self.rows_out
 
     def ready(self) -> int:
         """Requests appended and not taken yet."""
@@ -161,13 +183,14 @@ class RowBuffer:
 
     def reset(self) -> int:
         """Empty a torn buffer (the writer, while the loop adds nothing); returns the
-        requests dropped."""
-        dropped = self.done - self.taken
+        partition-writes dropped."""
+        dropped = self.depth()
         for items in (self._rows, self._parts, self._codes, self._answers):
             items.clear()
         self._who.clear()
         self._topics.clear()
         self._ids.clear()
         self.taken = self.done
+        self.rows_out, self.bytes_out = self.rows_in, self.bytes_in
         self.torn = False
         return dropped

@@ -48,7 +48,7 @@ from protocol.headers import RequestHeader
 from protocol.produce import ProduceRequest
 from proxy.cluster.view import ClusterView
 from proxy.enforce.policy import NOT_ENOUGH_REPLICAS, Decision, RackRule
-from proxy.ledger.buffer import HEAD, PART, TAIL, RowBuffer, held_bytes
+from proxy.ledger.buffer import HEAD, PART, TAIL, RowBuffer
 from proxy.ledger.entry import Entry, all_rejected, outcome_codes, request_topics
 from proxy.ledger.schema import DECISION_FILE_PREFIX, LOSS, SNAPSHOT_FILE_PREFIX, TICK
 from proxy.ledger.versions import SnapshotDiffer, Versions
@@ -144,10 +144,8 @@ class DecisionLedger:
         self.run = time.time_ns() // 1000 ^ os.getpid()
         self._versions = Versions()
         self._differ = SnapshotDiffer(config.instance_id, self.run)
-        self._buffer = RowBuffer()
-        self._queue_size, self._queue_bytes = config.queue_size, config.queue_bytes
-        self._rows_in = self._rows_out = 0  # written by the loop, by the writer
-        self._bytes_in = self._bytes_out = 0
+        self._buffer = RowBuffer(config.queue_size, config.queue_bytes)
+        self._half = config.queue_size // 2  # queued beyond it: the writer flushes early
         self._requests = itertools.count(1)
         self._stop = threading.Event()
         self._wake = threading.Event()  # set by the loop when half the queue bound is used
@@ -160,7 +158,7 @@ class DecisionLedger:
         self._next_tick = 0.0
         self._next_retention = 0.0
         self._last_log: dict[str, float] = {}
-        self.metrics.queue_depth.set_function(lambda: self._rows_in - self._rows_out)
+        self.metrics.queue_depth.set_function(self._buffer.depth)
 
     # ----- event-loop side (cheap, never raises, never blocks)
     def record(
@@ -196,7 +194,9 @@ class DecisionLedger:
             entry = Entry(self, head, (header.client_id, client.peer), topics, ids,
                           partitions, codes, rows, now)
             if not observe and all_rejected(codes):
-                self._add(entry, _NO_ANSWER, None)
+                queued = self._buffer.add(entry, _NO_ANSWER, None)
+                if queued > self._half or queued < 0:
+                    self._bounded(queued, rows)
                 return None
             return entry
         except Exception:  # noqa: BLE001 - never into the data path
@@ -206,32 +206,23 @@ class DecisionLedger:
     def complete(self, entry: Entry, frame: memoryview) -> None:
         """The broker answered the entry's forwarded partitions (never raises)."""
         try:
-            self._add(entry, TAIL.pack((self.clock() - entry.sent_at) * 1000, len(frame)),
-                      frame)
+            queued = self._buffer.add(
+                entry, TAIL.pack((self.clock() - entry.sent_at) * 1000, len(frame)), frame)
+            if queued > self._half or queued < 0:
+                self._bounded(queued, entry.rows)
         except Exception:  # noqa: BLE001 - never into the data path
             self._drop("record_error", entry.rows, exc_info=True)
 
-    def _add(self, entry: Entry, tail: bytes, answer: memoryview | None) -> None:
-        """Queue a request, with the broker's answer (None: not answered), if the bounds
-        let it in."""
-        rows = entry.rows
-        if (self._rows_in - self._rows_out + rows > self._queue_size
-                or self._bytes_in - self._bytes_out > self._queue_bytes
-                or self._buffer.torn):
-            self._refuse(rows)
-            return
-        self._buffer.add(entry, tail, answer)
-        self._rows_in += rows
-        self._bytes_in += held_bytes(rows, len(answer) if answer is not None else 0)
-        if (self._rows_in - self._rows_out) * 2 > self._queue_size:
+    def _bounded(self, queued: int, rows: int) -> None:
+        """A request the queue refused (``queued`` -1: its bounds, or torn: an append
+        failed half way and the writer empties the buffer first), or one that fills
+        more than half its bound: then the writer flushes now rather than drop rows."""
+        if queued >= 0:
             self._wake_early()
-
-    def _refuse(self, rows: int) -> None:
-        # torn: an append failed half way, and the writer empties the buffer first
-        self._drop("record_error" if self._buffer.torn else "queue_full", rows)
+        else:
+            self._drop("record_error" if self._buffer.torn else "queue_full", rows)
 
     def _wake_early(self) -> None:
-        """Half the queue bound is used: the writer flushes now rather than drop rows."""
         if not self._wake.is_set():
             self._wake.set()
 
@@ -416,9 +407,7 @@ class DecisionLedger:
 
         buffer = self._buffer
         if buffer.torn:
-            buffer.reset()  # the loop adds nothing while it is torn
-            lost = self._rows_in - self._rows_out
-            self._rows_out, self._bytes_out = self._rows_in, self._bytes_in
+            lost = buffer.reset()  # the loop adds nothing while it is torn
             self._drop("record_error", lost, text=f"ledger: a request could not be queued; "
                                                   f"{lost} queued row(s) dropped")
         written = 0
@@ -437,8 +426,7 @@ class DecisionLedger:
                 self.metrics.rows_written.inc(rows)
                 written += rows
             finally:
-                self._rows_out += rows
-                self._bytes_out += chunk.held
+                buffer.release(rows, chunk.held)
         return written
 
     # ----- failures
