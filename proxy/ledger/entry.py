@@ -62,7 +62,10 @@ OUTCOMES, _CODES = _outcomes()
 """Outcome code -> (decision, reason, the proxy's error code: None, a code, or
 :data:`RACKS_CODE`); code 0 is a partition that simply passed (no decision written)."""
 REJECTED_CODES = tuple(i for i, o in enumerate(OUTCOMES) if o[0] == REJECTED)
-_ONE = {observe: {v: bytes((c,)) for v, c in codes.items()} for observe, codes in _CODES.items()}
+ONE_CODE = {observe: {v: bytes((c,)) for v, c in codes.items()}
+            for observe, codes in _CODES.items()}
+"""ONE_CODE[observe][verdict]: the codes of a one-partition request (the recorder looks it up
+itself: most requests of many clients have one partition)."""
 _VERDICT = itemgetter(Decision._fields.index("verdict"))  # a tuple's item: no descriptor
 
 
@@ -107,10 +110,8 @@ class Entry:
 def outcome_codes(decisions: Sequence[Decision], observe: bool) -> bytes:
     """One :data:`OUTCOMES` code per partition. A request's partitions usually share one
     verdict (their topic's rule and racks): then no per-partition work."""
-    one = _ONE[observe]
+    one = ONE_CODE[observe]
     n = len(decisions)
-    if n == 1:
-        return one[decisions[0].verdict]
     if n == 0:
         return b""
     first = decisions[0].verdict
@@ -128,12 +129,9 @@ def request_topics(request: ProduceRequest, view: ClusterView
                    ) -> tuple[tuple[str, ...], tuple[bytes, ...] | None]:
     """The request's topic names and its topic ids (v13+, named by the view where it
     knows them; else None): its partitions' rows number them in this order."""
-    topics = request.topics
-    if len(topics) == 1 and topics[0].name is not None:
-        return (topics[0].name,), None
     names: list[str] = []
     ids: list[bytes] | None = None
-    for topic in topics:
+    for topic in request.topics:
         name = topic.name
         if name is None:  # v13+: by id
             tid = topic.topic_id or b""

@@ -49,7 +49,7 @@ from protocol.produce import ProduceRequest
 from proxy.cluster.view import ClusterView
 from proxy.enforce.policy import NOT_ENOUGH_REPLICAS, Decision, RackRule
 from proxy.ledger.buffer import HEAD, PART, TAIL, RowBuffer
-from proxy.ledger.entry import Entry, all_rejected, outcome_codes, request_topics
+from proxy.ledger.entry import ONE_CODE, Entry, all_rejected, outcome_codes, request_topics
 from proxy.ledger.schema import DECISION_FILE_PREFIX, LOSS, SNAPSHOT_FILE_PREFIX, TICK
 from proxy.ledger.versions import SnapshotDiffer, Versions
 from proxy.relay.actions import ClientInfo
@@ -184,9 +184,17 @@ class DecisionLedger:
                 return None
             wall = self.wall_clock()
             view_seq, rule_seq = self._versions.seqs(view, rule, observe, dedicated_code, wall)
-            topics, ids = request_topics(request, view)
+            # the usual request (one topic, by name; for many clients one partition) is
+            # recorded without a call for its topics or its codes
+            named = request.topics
+            if len(named) == 1 and named[0].name is not None:
+                topics: tuple[str, ...] = (named[0].name,)
+                ids = None
+            else:
+                topics, ids = request_topics(request, view)
             rows = len(partitions) // PART.size
-            codes = outcome_codes(decisions, observe)
+            codes = (ONE_CODE[observe][decisions[0].verdict] if len(decisions) == 1
+                     else outcome_codes(decisions, observe))
             head = HEAD.pack(wall, next(self._requests), view_seq, rule_seq,
                              header.api_version, rows, len(topics),
                              len(ids) if ids is not None else 0,
