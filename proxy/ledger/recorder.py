@@ -231,6 +231,7 @@ class DecisionLedger:
             self._drop("record_error" if self._buffer.torn else "queue_full", rows)
 
     def _wake_early(self) -> None:
+        """The writer flushes now, not at its next interval."""
         if not self._wake.is_set():
             self._wake.set()
 

@@ -40,7 +40,8 @@ class Versions:
         self._view: tuple[ClusterView | None, int] = (None, 0)
         self._rule: tuple[RuleKey | None, int] = (None, 0)
         self._pending: list[Pending] = []
-        self._last: tuple[object, ...] = (None, None, None, None, (0, 0))
+        self._last: tuple[ClusterView | None, RackRule | None, bool, int | None,
+                          tuple[int, int]] = (None, None, False, None, (0, 0))
 
     def seqs(self, view: ClusterView, rule: RackRule, observe: bool, dedicated: int | None,
              wall: float) -> tuple[int, int]:
@@ -50,7 +51,7 @@ class Versions:
         last = self._last
         if (last[0] is view and last[1] is rule and last[2] is observe
                 and last[3] == dedicated):
-            return last[4]  # type: ignore[return-value]
+            return last[4]
         numbers = (self.view_seq(view, wall), self.rule_seq(rule, observe, dedicated, wall))
         self._last = (view, rule, observe, dedicated, numbers)
         return numbers

@@ -29,6 +29,7 @@ from proxy.enforce.policy import RackRule
 from proxy.ledger.files import read_stream
 from proxy.ledger.recorder import DecisionLedger, LedgerConfig
 from proxy.ledger.schema import OBSERVED, REJECTED
+from proxy.ledger.versions import Versions
 from proxy.losswatch.report import ConfirmedLoss, LossReporter, ledger_sink
 from proxy.losswatch.rule import LostRange
 from proxy.losswatch.state import ACKS_ALL
@@ -400,3 +401,29 @@ def test_a_confirmed_loss_is_a_loss_row_of_the_snapshots(tmp_path: Path) -> None
     assert row["cause"] == loss.cause and row["clients"] == ["java-producer", "rdkafka"]
     assert row["instance"] == "proxy-a" and row["run"] == ledger.run
     ledger.stop()
+
+
+class _View:
+    """What :class:`Versions` reads of a view: its maps (each view its own)."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, Any] = {}
+        self.brokers: dict[int, Any] = {}
+        self.racks: dict[int, str] = {}
+
+
+def test_the_loops_numbers_follow_each_new_view_rule_and_mode() -> None:
+    versions = Versions()
+    old: Any = _View()
+    new: Any = _View()
+    two, three = RackRule(default_min_racks=2), RackRule(default_min_racks=3)
+    assert versions.seqs(old, two, False, None, 0.0) == (1, 1)
+    assert versions.seqs(old, two, False, None, 0.0) == (1, 1)
+    assert versions.view_seq(new, 1.0) == 2  # the writer's poll numbers a newer view
+    assert versions.seqs(old, two, False, None, 0.0) == (1, 1)  # decided on the old one
+    assert versions.seqs(new, two, False, None, 0.0) == (2, 1)
+    assert versions.seqs(new, three, False, None, 0.0) == (2, 2)
+    assert versions.seqs(new, three, True, None, 0.0) == (2, 3)  # the mode is the rule's
+    assert versions.seqs(new, three, True, 42, 0.0) == (2, 4)  # and the dedicated code
+    assert [(kind, seq) for kind, seq, _, _ in versions.take()] == [
+        ("view", 1), ("rule", 1), ("view", 2), ("rule", 2), ("rule", 3), ("rule", 4)]
