@@ -97,9 +97,6 @@ class _Rows:
     def float64(self, field: int) -> pa.Array:
         return _column(self._float64s[field::ROW // 8], pa.float64(), self._count)
 
-    def int32(self, field: int) -> pa.Array:
-        return _column(self.ints(field), pa.int32(), self._count)
-
     def float32(self, field: int) -> pa.Array:
         return _column(self._float32s[field::ROW // 4], pa.float32(), self._count)
 
@@ -120,9 +117,9 @@ def _offsets(counts: array[int]) -> pa.Array:
     if not n:
         return _ZERO
     first = counts[0]
-    if first == 1 and _same(counts, 1):
-        return _arange(n + 1)
     if first and _same(counts, first):  # k each: 0, k, 2k...
+        if first == 1:
+            return _arange(n + 1)
         offsets = array("i", range(0, (n + 1) * first, first))
     else:
         offsets = array("i", accumulate(counts, initial=0))
