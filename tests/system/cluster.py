@@ -332,18 +332,24 @@ class KafkaCluster:
             n.pid, n.frozen = None, False
         self.save()
 
-    def kill_racks(self, racks: Iterable[str]) -> None:
+    def kill_racks(self, racks: Iterable[str], last: int | None = None) -> None:
         """SIGKILL every broker of ``racks`` at once, then reap them: the racks die
         together (one after the other, a record appended in between can reach the
-        later rack's brokers alone)."""
+        later rack's brokers alone). Signals sent together still land milliseconds
+        apart, so ``last`` (a broker of ``racks``) is killed only once the others are
+        reaped: whatever they fetched, it fetched too."""
         nodes = [n for rack in racks for n in self.rack(rack)]
-        for n in nodes:
-            if n.frozen:
-                n.signal(signal.SIGCONT)
-            n.signal(signal.SIGKILL)
-        for n in nodes:
-            _reap(n)
-            n.pid, n.frozen = None, False
+        final = [n for n in nodes if n.node_id == last]
+        if last is not None and not final:
+            raise ValueError(f"broker {last} is not in {', '.join(racks)}")
+        for group in ([n for n in nodes if n.node_id != last], final):
+            for n in group:
+                if n.frozen:
+                    n.signal(signal.SIGCONT)
+                n.signal(signal.SIGKILL)
+            for n in group:
+                _reap(n)
+                n.pid, n.frozen = None, False
         self.save()
 
     def stop_rack(self, rack: str, timeout: float = 60.0) -> None:

@@ -86,15 +86,15 @@ class SystemRig:
         self.stopped.append(rack)
         (self.kill_rack_fn or self.stop_rack_fn)(rack)
 
-    def kill_racks(self, racks: list[str]) -> None:
-        """Several racks killed together (the local cluster signals every broker first);
-        elsewhere one after the other."""
+    def kill_racks(self, racks: list[str], last: int | None = None) -> None:
+        """Several racks killed together (the local cluster signals every broker first,
+        broker ``last`` once the others are dead); elsewhere one after the other."""
         if self.cluster is None:
             for rack in racks:
                 self.kill_rack(rack)
             return
         self.stopped.extend(racks)
-        self.cluster.kill_racks(racks)
+        self.cluster.kill_racks(racks, last)
 
     def freeze_rack(self, rack: str) -> None:
         if self.freeze_rack_fn is None:
