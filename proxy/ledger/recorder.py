@@ -80,7 +80,7 @@ class LedgerConfig:
     queue_size: int = 100_000  # partition-writes
     queue_bytes: int = 64 * 1024 * 1024  # held by queued entries (mostly broker answers)
     snapshot_interval_s: float = 30.0
-    flush_interval_s: float = 1.0
+    flush_interval_s: float = 5.0  # the settings' default (ledger_flush_interval_ms)
     max_bytes: int | None = None  # this instance's files in the directory, in total
     max_age_s: float | None = None
 

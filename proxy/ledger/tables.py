@@ -111,7 +111,7 @@ def _same(values: array[int] | bytes, value: int) -> bool:
 
 def _offsets(counts: array[int]) -> pa.Array:
     """List offsets (int32, one more than ``counts``) from per-row lengths, without an
-    Arrow compute call (in a writer that runs once a second, a call's dispatch costs
+    Arrow compute call (in a writer that runs every few seconds, a call's dispatch costs
     more than summing a batch's few thousand lengths in a C loop)."""
     n = len(counts)
     if not n:
@@ -143,7 +143,7 @@ def decision_batch(chunk: Chunk, instance: str, run: int) -> pa.RecordBatch:
     per request or partition).
 
     A batch costs mostly the Arrow calls that build it, each dearer in a writer that
-    runs once a second (its code no longer in the caches) than in a loop; so what a
+    runs every few seconds (its code no longer in the caches) than in a loop; so what a
     batch usually is (requests of one topic, each answered, named by name; the
     partitions sharing one outcome) is built without the calls the general case needs."""
     n = chunk.count
