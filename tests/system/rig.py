@@ -88,7 +88,8 @@ class SystemRig:
 
     def kill_racks(self, racks: list[str], last: int | None = None) -> None:
         """Several racks killed together (the local cluster signals every broker first,
-        broker ``last`` once the others are dead); elsewhere one after the other."""
+        broker ``last`` once the others are dead); elsewhere one after the other, in the
+        order given (``last`` is not known there)."""
         if self.cluster is None:
             for rack in racks:
                 self.kill_rack(rack)
