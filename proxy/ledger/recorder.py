@@ -71,16 +71,22 @@ _RETENTION_EVERY_S = 10.0
 _LOG_EVERY_S = 60.0
 
 
+_SETTING = {name: field.default for name, field in Settings.model_fields.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class LedgerConfig:
+    """What the ledger is given (:func:`ledger_from_settings` fills it from the settings,
+    whose defaults are these, but for the disk bounds: none here)."""
+
     directory: Path
     instance_id: str
-    rotate_bytes: int = 64 * 1024 * 1024
-    rotate_seconds: float = 3600.0
-    queue_size: int = 100_000  # partition-writes
+    rotate_bytes: int = _SETTING["ledger_rotate_bytes"]
+    rotate_seconds: float = float(_SETTING["ledger_rotate_seconds"])
+    queue_size: int = _SETTING["ledger_queue_size"]  # partition-writes
     queue_bytes: int = 64 * 1024 * 1024  # held by queued entries (mostly broker answers)
-    snapshot_interval_s: float = 30.0
-    flush_interval_s: float = 5.0  # the settings' default (ledger_flush_interval_ms)
+    snapshot_interval_s: float = _SETTING["ledger_snapshot_interval_ms"] / 1000
+    flush_interval_s: float = _SETTING["ledger_flush_interval_ms"] / 1000
     max_bytes: int | None = None  # this instance's files in the directory, in total
     max_age_s: float | None = None
 
