@@ -38,6 +38,7 @@ from typing import Any
 from benchmarks.bench_ledger import (
     DEFAULT_LOADS,
     SETTLE_S,
+    SMOKE_SETTLE_S,
     LedgerLoad,
     LedgerResults,
     create_topic,
@@ -363,7 +364,7 @@ def run(args: argparse.Namespace) -> Results:
                  ("observe+ledger", ledger_target.bootstrap, ledger_target.pid or 0)],
                 tuple(args.ledger_loads), topic, args.ledger_rounds, args.ledger_seconds,
                 cpu_seconds, None if args.bootstrap else fresh_ledger_topic,
-                args.ledger_record_bytes, settle_s=1.0 if args.smoke else SETTLE_S)
+                args.ledger_record_bytes, settle_s=SMOKE_SETTLE_S if args.smoke else SETTLE_S)
             print("ledger rounds: done", file=sys.stderr)
         for target in targets:
             if target.pid:
