@@ -39,7 +39,6 @@ from proxy.enforce.enforcement import EnforcementSettings, RackEnforcer  # noqa:
 from proxy.enforce.metrics import EnforcementMetrics  # noqa: E402
 from proxy.enforce.policy import RackRule, decide  # noqa: E402
 from proxy.ledger.buffer import HEAD, PART  # noqa: E402
-from proxy.ledger.entry import Entry  # noqa: E402
 from proxy.ledger.recorder import DecisionLedger, LedgerConfig  # noqa: E402
 from proxy.relay.actions import ClientInfo, Forward  # noqa: E402
 
@@ -104,10 +103,8 @@ def parts(partitions: int, requests: int) -> tuple[float, float]:
     spent = writer = 0.0
     for i in range(requests):
         start = time.thread_time()
-        pending = ledger.record(CLIENT, header, request, rows, decisions, store.view, rule,
-                                True, None, 0.0)
-        assert pending is not None
-        pending.wrap(_ignore)(response, 9)
+        ledger.record(CLIENT, header, request, rows, decisions, store.view, rule, True, None,
+                      0.0, _ignore)(response, 9)
         spent += time.thread_time() - start
         if i % 200 == 199:  # what the writer thread does, every flush interval
             start = time.thread_time()
@@ -140,13 +137,15 @@ def bytes_per_write(requests: int, partitions: int) -> tuple[float, int]:
                 offsets[p % partitions] += records
             head = HEAD.pack(1.7e9 + i / 5000 + rnd.random() * 1e-4, i + 1, 1 + i // 100_000,
                              1, 9, partitions, 1, 0, 19)
-            entry = Entry(ledger, head, (f"app-{i % 30}",
-                                         f"10.0.{i % 7}.{i % 200}:{40000 + i % 300}"),
-                          (f"topic-{topic}",), None, b"".join(parts), bytes(partitions),
-                          partitions, time.monotonic() - (0.5 + rnd.random() * 4) / 1000)
-            ledger.complete(entry, memoryview(kp_response(9, [(f"topic-{topic}", [
-                {"index": p, "error_code": 0, "base_offset": o} for p, o in errors])],
-                correlation_id=i)))
+            fields = (head, b"".join(parts), bytes(partitions),
+                      (f"app-{i % 30}", f"10.0.{i % 7}.{i % 200}:{40000 + i % 300}"),
+                      (f"topic-{topic}",), None)
+            # what the transform DecisionLedger.record names does with the broker's answer
+            ledger._answered(fields, partitions,
+                             time.monotonic() - (0.5 + rnd.random() * 4) / 1000, _ignore,
+                             memoryview(kp_response(9, [(f"topic-{topic}", [
+                                 {"index": p, "error_code": 0, "base_offset": o}
+                                 for p, o in errors])], correlation_id=i)), 9)
             if i % 1000 == 999:  # a flush interval at 5,000 requests/s
                 ledger.flush()
         ledger.stop()

@@ -35,17 +35,25 @@ _PACK = PARTITION_ROW.pack
 def partition_rows(frame: Buffer, request: ProduceRequest) -> bytes:
     """:data:`PARTITION_ROW` for each partition of ``request`` (walked from ``frame``)."""
     topics = request.topics
+    length = len(frame)
     if len(topics) == 1 and len(topics[0].partitions) == 1:
-        # one partition of one topic (librdkafka's usual request): no list to build
+        # one partition of one topic (librdkafka's usual request): the batch header read
+        # inline, no list, no call. With record_counts called here instead, this call
+        # was 1.1 of the 4.1 us the decision ledger added to the rule's hook and answer
+        # (one thread, no sockets, in the hook's company, 2026-11-27); inline, 0.25 us
         part = topics[0].partitions[0]
         span = part.records
-        return _PACK(0, part.index, record_counts(frame, (span,))[0],
-                     span[1] - span[0] if span is not None else 0)
+        if span is not None:
+            pos, end = span
+            size = end - pos
+            if size >= BATCH_HEADER_SIZE and end <= length:
+                batch_length, magic, count = BATCH_PEEK(frame, pos)
+                if magic == 2 and batch_length + BATCH_LENGTH_OVERHEAD == size and count >= 0:
+                    return _PACK(0, part.index, count, size)
     packed: list[bytes] = []
     add = packed.append
     pack = _PACK
     peek = BATCH_PEEK
-    length = len(frame)
     for number, topic in enumerate(topics):
         # one loop, the count read inline (record_counts' one-batch case, then it for
         # the rest): 7.7 us per 50-partition request against 11.1 us collecting the

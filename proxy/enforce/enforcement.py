@@ -258,19 +258,19 @@ class RackEnforcer:
     ) -> Action:
         observe = settings.observe
         self._metrics.record(decisions, observe, client)
-        pending = read = None
+        read = None
+        partitions = b""
         if self._ledger is not None or self._watch is not None:
             # the record counts, read once for the ledger and the loss watch
             partitions = partition_rows(frame, request)
-            if self._ledger is not None:
-                pending = self._ledger.record(client, header, request, partitions, decisions,
-                                              view, settings.rule, observe,
-                                              settings.dedicated_code, now)
             if self._watch is not None:
                 read = self._watch(client, frame, -1, header, request, partitions)
         if observe or not (rejected := [d for d in decisions if d.verdict in REJECTING]):
             transform = self._transform
-            transform = pending.wrap(transform) if pending else transform
+            if self._ledger is not None:
+                transform = self._ledger.record(client, header, request, partitions, decisions,
+                                                view, settings.rule, observe,
+                                                settings.dedicated_code, now, transform)
             if self._recheck is not None and not observe:
                 transform = self._recheck.wrap(
                     transform, settings.rule, header.correlation_id,
@@ -280,12 +280,18 @@ class RackEnforcer:
             return Forward(frame, True, transform, read=read)
         synthetic = {(d.topic_key, d.partition): self._result(d, settings) for d in rejected}
         if len(rejected) == len(decisions):
+            if self._ledger is not None:
+                self._ledger.record_refused(client, header, request, partitions, decisions,
+                                            view, settings.rule, settings.dedicated_code, now)
             return Reply(merge_produce_responses(
                 header.api_version, header.correlation_id, request, None, synthetic))
         keys: set[tuple[TopicKey, int]] = set(synthetic)
         forwarded = drop_partitions(frame, header, request, keys)
-        merger = self._merger(header, request, synthetic)
-        transform = pending.wrap(merger) if pending else merger
+        transform = self._merger(header, request, synthetic)
+        if self._ledger is not None:
+            transform = self._ledger.record(client, header, request, partitions, decisions,
+                                            view, settings.rule, observe,
+                                            settings.dedicated_code, now, transform)
         if self._recheck is not None:
             transform = self._recheck.wrap(
                 transform, settings.rule, header.correlation_id,

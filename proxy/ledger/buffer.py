@@ -29,12 +29,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from protocol.produce import PARTITION_ROW
-
-if TYPE_CHECKING:
-    from proxy.ledger.entry import Entry
 
 HEAD = struct.Struct("=dqqqh2xiiii4x")
 """Packed when a request is decided: wall time, request number, view and rule sequence
@@ -57,6 +53,12 @@ F_ROWS, F_TOPICS, F_IDS, F_RACKS_CODE = 9, 10, 11, 12  # int32
 F_LATENCY = HEAD.size // 4  # float32
 F_ANSWER_LEN = HEAD.size // 4 + 1  # int32
 
+
+Fields = tuple[bytes, bytes, bytes, tuple["str | None", str], tuple[str, ...],
+               "tuple[bytes, ...] | None"]
+"""A request as recorded when it was decided: HEAD, its partitions (PART each), their
+outcome codes, (client id, client address), its topic names, its topic ids (None: it
+names its topics by name)."""
 
 PER_ROW, PER_REQUEST = 32, 200
 """What a queued request is counted as against ``queue_bytes``: its answer, and this much
@@ -109,30 +111,27 @@ class RowBuffer:
         self.taken = self.rows_out = self.bytes_out = 0  # taken, then released (the writer's)
         self.torn = False
 
-    def add(self, entry: Entry, tail: bytes, answer: memoryview | None) -> int:
+    def add(self, fields: Fields, tail: bytes, answer: memoryview | None, rows: int) -> int:
         """Append one complete request if the bounds let it in (the loop; ``tail`` packed
         beforehand, so nothing that can fail on a value runs once the first item is
         appended); returns the partition-writes queued with it, or -1 when it was refused
         (the bounds, or a torn buffer)."""
-        rows = entry.rows
         queued = self.rows_in - self.rows_out + rows
         if (queued > self._most_rows or self.bytes_in - self.bytes_out > self._most_bytes
                 or self.torn):
             return -1
         try:
             fixed = self._rows
-            fixed.append(entry.head)
+            head, parts, codes, who, names, topic_ids = fields
+            fixed.append(head)
             fixed.append(tail)
-            self._parts.append(entry.parts)
-            self._codes.append(entry.codes)
+            self._parts.append(parts)
+            self._codes.append(codes)
             self._answers.append(bytes(answer) if answer is not None else b"")
-            who = self._who
-            who += entry.who
-            topics = self._topics
-            topics += entry.topics
-            if entry.topic_ids is not None:
-                ids = self._ids
-                ids += entry.topic_ids
+            self._who.extend(who)
+            self._topics.extend(names)
+            if topic_ids is not None:
+                self._ids.extend(topic_ids)
         except BaseException:
             self.torn = True
             raise

@@ -1,7 +1,7 @@
 """The decision ledger: a record per rack-checked produce request, Parquet files Spark reads.
 
 What is recorded: for every ``acks=all`` Produce the rack check ran on (the rule
-enabled; observe mode included), one :class:`~proxy.ledger.entry.Entry`: the request's
+enabled; observe mode included), one record (:mod:`proxy.ledger.entry`): the request's
 time, number, client, the sequence numbers of the view and the rule it was decided on
 (:mod:`proxy.ledger.versions`), each partition's record count and bytes, the decision
 of partitions that did not simply pass, and, for a request that went upstream, the
@@ -22,7 +22,8 @@ Invariants:
 - the queue is bounded in partition-writes (``queue_size``) and in the bytes it
   holds (``queue_bytes``); beyond either, rows are dropped, never waited for;
 - nothing the ledger does can fail a client's request: :meth:`DecisionLedger.record`
-  and the answer hook catch every exception; a failure (a clock, a full disk, a
+  and the response transform it names (which always runs the transform it wraps)
+  catch every exception; a failure (a clock, a full disk, a
   write error, a bug) drops the rows concerned, counts them in
   ``rackguard_ledger_dropped_rows_total{reason}`` and logs once a minute at most;
 - dependencies (settings, clocks, metrics registry, the view and rule) are injected.
@@ -39,6 +40,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,11 +50,12 @@ from protocol.headers import RequestHeader
 from protocol.produce import ProduceRequest
 from proxy.cluster.view import ClusterView
 from proxy.enforce.policy import NOT_ENOUGH_REPLICAS, Decision, RackRule
-from proxy.ledger.buffer import HEAD, PART, TAIL, RowBuffer
-from proxy.ledger.entry import ONE_CODE, Entry, all_rejected, outcome_codes, request_topics
+from proxy.ledger.buffer import HEAD, PART, TAIL, Fields, RowBuffer
+from proxy.ledger.entry import ONE_CODE, outcome_codes, request_topics
 from proxy.ledger.schema import DECISION_FILE_PREFIX, LOSS, SNAPSHOT_FILE_PREFIX, TICK
 from proxy.ledger.versions import SnapshotDiffer, Versions
 from proxy.relay.actions import ClientInfo
+from proxy.relay.response_queue import ResponseTransform
 from proxy.settings import Settings
 
 if TYPE_CHECKING:
@@ -64,6 +67,13 @@ log = logging.getLogger("rackguard.ledger")
 
 _BATCH_ENTRIES = 5_000  # requests per record batch
 _NO_ANSWER = TAIL.pack(float("nan"), 0)
+
+
+def _no_broker_answer(frame: memoryview, version: int) -> object:
+    """Stands for the transform of a request no partition of which goes upstream
+    (:meth:`DecisionLedger.record_refused`); never called."""
+    raise AssertionError("a request the proxy answered alone has no broker answer")
+
 # the disk bound and the rackguard_ledger_bytes gauge: a scan of the directory (a stat per
 # file, about 0.25 ms in a busy proxy) every 10 s; every second it was 0.8 us a request
 # at 300 requests/s
@@ -179,15 +189,17 @@ class DecisionLedger:
         observe: bool,
         dedicated_code: int | None,
         now: float,
-    ) -> Entry | None:
+        transform: ResponseTransform,
+    ) -> ResponseTransform:
         """Record one request decided on ``view`` and ``rule`` (``partitions``: its
-        :func:`~protocol.produce_partitions.partition_rows`). Returns its entry, the hook
-        that completes it from the broker's answer, when some partition goes upstream
-        (None otherwise, or on any failure)."""
+        :func:`~protocol.produce_partitions.partition_rows`) that goes upstream with the
+        response transform ``transform``. Returns the transform to name instead: it
+        queues the record with the broker's answer, then runs ``transform`` (which is
+        returned itself when recording fails)."""
         try:
             if not self._writer_up:
                 self._drop("writer_down", len(decisions))
-                return None
+                return transform
             wall = self.wall_clock()
             view_seq, rule_seq = self._versions.seqs(view, rule, observe, dedicated_code, wall)
             # the usual request (one topic, by name; for many clients one partition) is
@@ -205,27 +217,48 @@ class DecisionLedger:
                              header.api_version, rows, len(topics),
                              len(ids) if ids is not None else 0,
                              NOT_ENOUGH_REPLICAS if dedicated_code is None else dedicated_code)
-            entry = Entry(self, head, (header.client_id, client.peer), topics, ids,
-                          partitions, codes, rows, now)
-            if not observe and all_rejected(codes):
-                queued = self._buffer.add(entry, _NO_ANSWER, None)
+            fields = (head, partitions, codes, (header.client_id, client.peer), topics, ids)
+            if transform is _no_broker_answer:
+                queued = self._buffer.add(fields, _NO_ANSWER, None, rows)
                 if queued > self._half or queued < 0:
                     self._bounded(queued, rows)
-                return None
-            return entry
+                return transform
+            # one C object per request, one call when answered
+            return partial(self._answered, fields, rows, now, transform)
         except Exception:  # noqa: BLE001 - never into the data path
             self._drop("record_error", len(decisions), exc_info=True)
-            return None
+            return transform
 
-    def complete(self, entry: Entry, frame: memoryview) -> None:
-        """The broker answered the entry's forwarded partitions (never raises)."""
+    def record_refused(
+        self,
+        client: ClientInfo,
+        header: RequestHeader,
+        request: ProduceRequest,
+        partitions: bytes,
+        decisions: Sequence[Decision],
+        view: ClusterView,
+        rule: RackRule,
+        dedicated_code: int | None,
+        now: float,
+    ) -> None:
+        """Record a request the proxy answers alone (it refused every partition): queued
+        at once, without a broker answer. Never raises."""
+        self.record(client, header, request, partitions, decisions, view, rule, False,
+                    dedicated_code, now, _no_broker_answer)
+
+    def _answered(self, fields: Fields, rows: int, sent_at: float,
+                  transform: ResponseTransform, frame: memoryview, version: int) -> object:
+        """The response transform :meth:`record` names, given the broker's answer to the
+        request's forwarded partitions: queues the record (never raises), then runs
+        ``transform``, always."""
         try:
             queued = self._buffer.add(
-                entry, TAIL.pack((self.clock() - entry.sent_at) * 1000, len(frame)), frame)
+                fields, TAIL.pack((self.clock() - sent_at) * 1000, len(frame)), frame, rows)
             if queued > self._half or queued < 0:
-                self._bounded(queued, entry.rows)
+                self._bounded(queued, rows)
         except Exception:  # noqa: BLE001 - never into the data path
-            self._drop("record_error", entry.rows, exc_info=True)
+            self._drop("record_error", rows, exc_info=True)
+        return transform(frame, version)
 
     def _bounded(self, queued: int, rows: int) -> None:
         """A request the queue refused (``queued`` -1: its bounds, or torn: an append

@@ -18,32 +18,39 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from proxy.ledger.buffer import HEAD, PART, ROW, TAIL, RowBuffer
-from proxy.ledger.entry import OUTCOMES, RACKS_CODE, Entry
+from proxy.ledger.buffer import HEAD, PART, ROW, TAIL, Fields, RowBuffer
+from proxy.ledger.entry import OUTCOMES, RACKS_CODE
 from proxy.ledger.recorder import DecisionLedger, LedgerConfig
 from proxy.ledger.tables import decision_batch
 
 REFUSED = OUTCOMES.index(("rejected", "NOT_ENOUGH_RACKS", RACKS_CODE))
 
 
-def entry(ledger: Any, req: int, partitions: int, ids: bool = False) -> Entry:
+def entry(req: int, partitions: int, ids: bool = False) -> Fields:
     """A request of ``partitions`` partitions, all but the first refused for racks (the
     request's dedicated code 42)."""
     parts = b"".join(PART.pack(i % 2, 10 * req + i, i + 1, 100 + i) for i in range(partitions))
     topics = ("a", "b") if partitions > 1 else ("a",)
-    return Entry(ledger, HEAD.pack(1000.0 + req, req, 7, 3, 9, partitions, len(topics),
-                                   len(topics) if ids else 0, 42),
-                 (f"client-{req}", f"10.0.0.{req}:1"), topics,
-                 tuple(bytes([req]) * 16 for _ in topics) if ids else None, parts,
-                 bytes([0] + [REFUSED] * (partitions - 1)), partitions, 0.0)
+    return (HEAD.pack(1000.0 + req, req, 7, 3, 9, partitions, len(topics),
+                      len(topics) if ids else 0, 42),
+            parts, bytes([0] + [REFUSED] * (partitions - 1)),
+            (f"client-{req}", f"10.0.0.{req}:1"), topics,
+            tuple(bytes([req]) * 16 for _ in topics) if ids else None)
+
+
+def broker_answers(ledger: DecisionLedger, fields: Fields, frame: memoryview) -> None:
+    """The broker's answer reaches the transform :meth:`DecisionLedger.record` names."""
+    assert ledger._answered(fields, len(fields[1]) // PART.size, 0.0,
+                            lambda f, v: f, frame, 9) is frame
 
 
 def test_takes_between_appends_give_every_request_once_in_order() -> None:
     buffer = RowBuffer()
     taken = []
     for req in range(1, 8):
-        buffer.add(entry(None, req, req % 3 + 1, ids=req == 5),
-                   TAIL.pack(float(req), 4 + req), memoryview(bytes([req]) * (4 + req)))
+        buffer.add(entry(req, req % 3 + 1, ids=req == 5),
+                   TAIL.pack(float(req), 4 + req), memoryview(bytes([req]) * (4 + req)),
+                   req % 3 + 1)
         if req in (2, 3, 6):
             chunk = buffer.take(2)
             assert chunk is not None
@@ -68,7 +75,7 @@ def test_takes_between_appends_give_every_request_once_in_order() -> None:
 
 def test_a_request_without_answer_has_null_answer_and_latency() -> None:
     buffer = RowBuffer()
-    buffer.add(entry(None, 1, 1), TAIL.pack(math.nan, 0), None)
+    buffer.add(entry(1, 1), TAIL.pack(math.nan, 0), None, 1)
     chunk = buffer.take(10)
     assert chunk is not None and len(chunk.rows) == ROW
     (row,) = decision_batch(chunk, "i", 1).to_pylist()
@@ -87,11 +94,11 @@ def test_a_torn_append_drops_what_is_queued_and_recovers(tmp_path: Path) -> None
     ledger = DecisionLedger(LedgerConfig(tmp_path, "p"), registry)
     ledger.flush()
     frame = memoryview(b"\x00\x00\x00\x04abcd")
-    ledger.complete(entry(ledger, 1, 2), frame)  # queued
-    bad = entry(ledger, 2, 1)
-    bad.topics = Exploding(("a",))
-    ledger.complete(bad, frame)  # half appended: the buffer is torn
-    ledger.complete(entry(ledger, 3, 1), frame)  # refused while torn
+    broker_answers(ledger, entry(1, 2), frame)  # queued
+    head, parts, codes, who, _, ids = entry(2, 1)
+    broker_answers(ledger, (head, parts, codes, who, Exploding(("a",)), ids),
+             frame)  # half appended: the buffer is torn
+    broker_answers(ledger, entry(3, 1), frame)  # refused while torn
 
     def dropped() -> float:
         return registry.get_sample_value("rackguard_ledger_dropped_rows_total",
@@ -100,7 +107,7 @@ def test_a_torn_append_drops_what_is_queued_and_recovers(tmp_path: Path) -> None
     assert dropped() == 2  # the torn request, the one refused
     assert ledger.flush() == 0 and dropped() == 4  # emptied: the queued request too
     assert registry.get_sample_value("rackguard_ledger_queue_depth") == 0
-    ledger.complete(entry(ledger, 4, 3), frame)
+    broker_answers(ledger, entry(4, 3), frame)
     assert ledger.flush() == 3
     ledger.stop()
 
@@ -108,7 +115,7 @@ def test_a_torn_append_drops_what_is_queued_and_recovers(tmp_path: Path) -> None
 @pytest.mark.parametrize("most", [1, 3])
 def test_take_never_reads_past_the_requests_counted(most: int) -> None:
     buffer = RowBuffer()
-    buffer.add(entry(None, 1, 2), TAIL.pack(1.0, 1), memoryview(b"x"))
+    buffer.add(entry(1, 2), TAIL.pack(1.0, 1), memoryview(b"x"), 2)
     buffer.done -= 1  # as if the loop were still appending this request
     assert buffer.take(most) is None
     buffer.done += 1
@@ -153,11 +160,10 @@ def test_a_batch_holds_what_each_request_recorded_whatever_its_shape(
         parts = b"".join(PART.pack(i % len(topics), i, i + 1, 100 + i) for i in range(n))
         head = HEAD.pack(1000.0 + req, req, 7, 3, 13 if ids else 9, n, len(topics),
                          len(topics) if ids else 0, racks)
-        recorded = Entry(None, head, (f"client-{req}", "10.0.0.1:1"), topics,
-                         tuple(bytes([req]) * 16 for _ in topics) if ids else None, parts,
-                         bytes(codes), n, 0.0)
+        recorded = (head, parts, bytes(codes), (f"client-{req}", "10.0.0.1:1"), topics,
+                    tuple(bytes([req]) * 16 for _ in topics) if ids else None)
         buffer.add(recorded, TAIL.pack(float(req), 3) if answered else TAIL.pack(math.nan, 0),
-                   memoryview(b"abc") if answered else None)
+                   memoryview(b"abc") if answered else None, n)
     chunk = buffer.take(100)
     assert chunk is not None
     rows = decision_batch(chunk, "i", 1).to_pylist()
