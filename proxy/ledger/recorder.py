@@ -67,13 +67,6 @@ log = logging.getLogger("rackguard.ledger")
 
 _BATCH_ENTRIES = 5_000  # requests per record batch
 _NO_ANSWER = TAIL.pack(float("nan"), 0)
-
-
-def _no_broker_answer(frame: memoryview, version: int) -> object:
-    """Stands for the transform of a request no partition of which goes upstream
-    (:meth:`DecisionLedger.record_refused`); never called."""
-    raise AssertionError("a request the proxy answered alone has no broker answer")
-
 # the disk bound and the rackguard_ledger_bytes gauge: a scan of the directory (a stat per
 # file, about 0.25 ms in a busy proxy) every 10 s; every second it was 0.8 us a request
 # at 300 requests/s
@@ -82,6 +75,12 @@ _LOG_EVERY_S = 60.0
 
 
 _SETTING = {name: field.default for name, field in Settings.model_fields.items()}
+
+
+def _no_broker_answer(frame: memoryview, version: int) -> object:
+    """Stands for the transform of a request no partition of which goes upstream
+    (:meth:`DecisionLedger.record_refused`); never called."""
+    raise AssertionError("a request the proxy answered alone has no broker answer")
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,10 +28,10 @@ def test_counts_records_however_they_are_batched() -> None:
 
 
 @pytest.mark.parametrize("version", [3, 9, 13])
-@pytest.mark.parametrize("records", [None, b"", "batch", "two"])
+@pytest.mark.parametrize("records", [None, b"", "batch", "two", "garbage", "cut"])
 def test_one_partition_as_the_general_case_reads_it(version: int, records: object) -> None:
-    batch = {"batch": make_batch(7), "two": make_batch(1) + make_batch(2)}.get(
-        str(records), records)
+    batch = {"batch": make_batch(7), "two": make_batch(1) + make_batch(2),
+             "garbage": b"\xff" * 70, "cut": make_batch(7)[:-1]}.get(str(records), records)
     key: str | bytes = bytes(range(16)) if version >= 13 else "t"
     one = kp_request(version, [(key, [(3, batch)])])  # type: ignore[list-item]
     # the same partition behind another in a second topic: the general loop reads it
