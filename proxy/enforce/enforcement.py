@@ -281,8 +281,9 @@ class RackEnforcer:
         synthetic = {(d.topic_key, d.partition): self._result(d, settings) for d in rejected}
         if len(rejected) == len(decisions):
             if self._ledger is not None:
-                self._ledger.record_refused(client, header, request, partitions, decisions,
-                                            view, settings.rule, settings.dedicated_code, now)
+                self._ledger.record(client, header, request, partitions, decisions, view,
+                                    settings.rule, observe, settings.dedicated_code, now,
+                                    self._ledger.answered_alone)
             return Reply(merge_produce_responses(
                 header.api_version, header.correlation_id, request, None, synthetic))
         keys: set[tuple[TopicKey, int]] = set(synthetic)

@@ -78,8 +78,7 @@ _SETTING = {name: field.default for name, field in Settings.model_fields.items()
 
 
 def _no_broker_answer(frame: memoryview, version: int) -> object:
-    """Stands for the transform of a request no partition of which goes upstream
-    (:meth:`DecisionLedger.record_refused`); never called."""
+    """:attr:`DecisionLedger.answered_alone`; never called."""
     raise AssertionError("a request the proxy answered alone has no broker answer")
 
 
@@ -174,6 +173,9 @@ class DecisionLedger:
         self._next_retention = 0.0
         self._last_log: dict[str, float] = {}
         self.metrics.queue_depth.set_function(self._buffer.depth)
+        self.answered_alone: ResponseTransform = _no_broker_answer
+        """The transform to give :meth:`record` for a request no partition of which goes
+        upstream (the proxy refused them all): it is queued at once, without an answer."""
 
     # ----- event-loop side (cheap, never raises, never blocks)
     def record(
@@ -192,9 +194,10 @@ class DecisionLedger:
     ) -> ResponseTransform:
         """Record one request decided on ``view`` and ``rule`` (``partitions``: its
         :func:`~protocol.produce_partitions.partition_rows`) that goes upstream with the
-        response transform ``transform``. Returns the transform to name instead: it
-        queues the record with the broker's answer, then runs ``transform`` (which is
-        returned itself when recording fails)."""
+        response transform ``transform`` (or that the proxy answers alone:
+        :attr:`answered_alone`). Returns the transform to name instead: it queues the
+        record with the broker's answer, then runs ``transform`` (which is returned
+        itself when recording fails)."""
         try:
             if not self._writer_up:
                 self._drop("writer_down", len(decisions))
@@ -227,23 +230,6 @@ class DecisionLedger:
         except Exception:  # noqa: BLE001 - never into the data path
             self._drop("record_error", len(decisions), exc_info=True)
             return transform
-
-    def record_refused(
-        self,
-        client: ClientInfo,
-        header: RequestHeader,
-        request: ProduceRequest,
-        partitions: bytes,
-        decisions: Sequence[Decision],
-        view: ClusterView,
-        rule: RackRule,
-        dedicated_code: int | None,
-        now: float,
-    ) -> None:
-        """Record a request the proxy answers alone (it refused every partition): queued
-        at once, without a broker answer. Never raises."""
-        self.record(client, header, request, partitions, decisions, view, rule, False,
-                    dedicated_code, now, _no_broker_answer)
 
     def _answered(self, fields: Fields, rows: int, sent_at: float,
                   transform: ResponseTransform, frame: memoryview, version: int) -> object:
