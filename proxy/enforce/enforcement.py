@@ -265,39 +265,33 @@ class RackEnforcer:
             partitions = partition_rows(frame, request)
             if self._watch is not None:
                 read = self._watch(client, frame, -1, header, request, partitions)
-        if observe or not (rejected := [d for d in decisions if d.verdict in REJECTING]):
-            transform = self._transform
-            if self._ledger is not None:
-                transform = self._ledger.record(client, header, request, partitions, decisions,
-                                                view, settings.rule, observe,
-                                                settings.dedicated_code, now, transform)
-            if self._recheck is not None and not observe:
-                transform = self._recheck.wrap(
-                    transform, settings.rule, header.correlation_id,
-                    tuple((d.topic_key, d.partition) for d in decisions),
-                    lambda: request, now, view, read)
-                read = None
-            return Forward(frame, True, transform, read=read)
-        synthetic = {(d.topic_key, d.partition): self._result(d, settings) for d in rejected}
-        if len(rejected) == len(decisions):
-            if self._ledger is not None:
-                self._ledger.record(client, header, request, partitions, decisions, view,
-                                    settings.rule, observe, settings.dedicated_code, now,
-                                    self._ledger.answered_alone)
-            return Reply(merge_produce_responses(
-                header.api_version, header.correlation_id, request, None, synthetic))
-        keys: set[tuple[TopicKey, int]] = set(synthetic)
-        forwarded = drop_partitions(frame, header, request, keys)
-        transform = self._merger(header, request, synthetic)
+        forwarded: bytes | memoryview = frame
+        transform = self._transform
+        if not observe and (rejected := [d for d in decisions if d.verdict in REJECTING]):
+            synthetic = {(d.topic_key, d.partition): self._result(d, settings)
+                         for d in rejected}
+            if len(rejected) == len(decisions):
+                if self._ledger is not None:
+                    self._ledger.record(client, header, request, partitions, decisions, view,
+                                        settings.rule, observe, settings.dedicated_code, now,
+                                        self._ledger.answered_alone)
+                return Reply(merge_produce_responses(
+                    header.api_version, header.correlation_id, request, None, synthetic))
+            keys: set[tuple[TopicKey, int]] = set(synthetic)
+            forwarded = drop_partitions(frame, header, request, keys)
+            transform = self._merger(header, request, synthetic)
         if self._ledger is not None:
             transform = self._ledger.record(client, header, request, partitions, decisions,
                                             view, settings.rule, observe,
                                             settings.dedicated_code, now, transform)
-        if self._recheck is not None:
+        if self._recheck is not None and not observe:
+            # the forwarded partitions; the request as sent, walked only when held
             transform = self._recheck.wrap(
                 transform, settings.rule, header.correlation_id,
-                tuple((d.topic_key, d.partition) for d in decisions if d.verdict
-                      not in REJECTING), forwarded_walk(forwarded), now, view, read)
+                tuple((d.topic_key, d.partition) for d in decisions
+                      if d.verdict not in REJECTING),
+                (lambda: request) if forwarded is frame else forwarded_walk(forwarded),
+                now, view, read)
             read = None
         return Forward(forwarded, True, transform, read=read)
 
